@@ -1,0 +1,24 @@
+// Each area wires its own subcommands into the one CLI11 app (app/cli.cpp calls these).
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace pulse::app {
+
+/// `pulse sync diff|apply|inspect|verify|bench` (app/cmd_sync.cpp).
+void register_sync_commands(CLI::App& root);
+
+/// `pulse bench model` (app/cmd_model.cpp); `bench` is the parent subcommand.
+void register_model_bench(CLI::App& bench);
+
+/// `pulse reward math|mbpp` (app/cmd_reward.cpp).
+void register_reward_commands(CLI::App& root);
+
+/// Exit code a subcommand's callback asks for; thrown as pulse::app::Exit{code}.
+struct Exit {
+  int code = 0;
+};
+
+}  // namespace pulse::app

@@ -1,0 +1,39 @@
+// Batched sampling with a KV cache; returns per-token log-probabilities for RL.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pulse::model {
+
+class TransformerImpl;
+class Tokenizer;
+
+/// Sampling settings shared by a batch. temperature 0 = greedy.
+struct SamplingParams {
+  int64_t max_new_tokens = 128;
+  double temperature = 1.0;
+  double top_p = 1.0;                 ///< nucleus (Holtzman et al. 2019, arXiv:1904.09751)
+  int64_t top_k = 0;                  ///< 0 = off
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop_strings;  ///< needs a tokenizer passed to generate()
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt_ids;
+  uint64_t seed = 0;                  ///< same seed -> same output, whatever the batch
+};
+
+enum class FinishReason { Stop, Length };
+
+struct GenerationResult {
+  std::vector<int32_t> token_ids;     ///< sampled tokens, stop token included when one fired
+  std::vector<float> logprobs;        ///< log p(token) under the sampling distribution, one per token
+  FinishReason finish = FinishReason::Length;
+};
+
+/// Generates for all requests in one batch (left-padded prompts, KV cache). No gradients.
+std::vector<GenerationResult> generate(TransformerImpl& model, const std::vector<GenerationRequest>& requests,
+                                       const SamplingParams& params, const Tokenizer* tokenizer = nullptr);
+
+}  // namespace pulse::model

@@ -1,0 +1,20 @@
+// Content hashes that prove a worker's weights equal the trainer's (xxh3, libxxhash).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sync/tensor_view.h"
+
+namespace pulse::sync {
+
+/// XXH3-64 of the tensor's bytes (dtype/shape not included).
+uint64_t tensor_hash(const TensorView& tensor);
+
+/// Root hash of a model: XXH3-64 over (name, dtype, shape, tensor_hash) of the tensors sorted by name.
+uint64_t root_hash(const std::vector<TensorView>& tensors);
+
+/// 16 lowercase hex digits.
+std::string hash_hex(uint64_t hash);
+
+}  // namespace pulse::sync

@@ -1,0 +1,79 @@
+// PULSESync patches: lossless sparse updates of a set of named tensors from a base version to a
+// target version. Byte layout and versioning rule: sync/FORMAT.md.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sync/tensor_view.h"
+
+namespace pulse::sync {
+
+/// How changed values are stored.
+enum class ValueMode : uint8_t {
+  Absolute = 0,  ///< the new bit patterns: idempotent, what the PULSE reference deployment ships
+  Delta = 1,     ///< change relative to the base bit pattern: smaller, valid only on the exact base
+};
+
+/// Encoder settings.
+struct PatchOptions {
+  ValueMode values = ValueMode::Absolute;
+  int zstd_level = 1;              ///< 1..22; 0 = no compression ("none")
+  std::string model_id;            ///< free text identifying the model lineage
+  uint64_t base_version = 0;
+  uint64_t target_version = 0;
+  size_t chunk_bytes = 4u << 20;   ///< payload chunk size before compression (bytes)
+  int threads = 0;                 ///< 0 = all hardware threads
+};
+
+/// Any rejected patch: bad magic/version/checksum, truncation, out-of-bounds index, name/dtype/shape
+/// mismatch, base mismatch, target hash mismatch. what() names the version(s), tensor and byte offset.
+struct PatchError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Per-tensor entry of a patch header.
+struct PatchTensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t changed = 0;           ///< elements stored
+  uint8_t index_coding = 0;       ///< see FORMAT.md
+  uint64_t index_bytes = 0;       ///< uncompressed bytes of the index stream
+  uint64_t value_bytes = 0;       ///< uncompressed bytes of the value stream
+  uint64_t target_hash = 0;       ///< tensor_hash after apply
+};
+
+/// Decoded header of a patch or anchor.
+struct PatchInfo {
+  uint32_t format_version = 0;
+  bool anchor = false;
+  ValueMode values = ValueMode::Absolute;
+  std::string model_id;
+  uint64_t base_version = 0, base_root_hash = 0;
+  uint64_t target_version = 0, target_root_hash = 0;
+  std::vector<PatchTensorInfo> tensors;
+  uint64_t total_bytes = 0;        ///< whole patch on the wire
+  uint64_t payload_compressed_bytes = 0, payload_raw_bytes = 0;
+};
+
+/// Encodes target - base. base and target must hold the same names/dtypes/shapes (any order).
+/// Throws PatchError on mismatch.
+std::vector<uint8_t> encode_patch(const std::vector<TensorView>& base, const std::vector<TensorView>& target,
+                                  const PatchOptions& options);
+
+/// A full snapshot of `target` in the same container (dense coding, absolute values, base_version 0).
+std::vector<uint8_t> encode_anchor(const std::vector<TensorView>& target, const PatchOptions& options);
+
+/// Parses and checksums the header (not the payload). Throws PatchError.
+PatchInfo inspect_patch(const uint8_t* data, size_t size);
+
+/// Validates everything (checksums, indices in bounds, names/dtypes/shapes, base root hash unless the
+/// patch is an anchor or already at target), applies, verifies every target hash. Returns true if the
+/// weights changed, false when they were already at the target (no-op). On any failure throws
+/// PatchError and the weights are unchanged.
+bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, size_t size, int threads = 0);
+
+}  // namespace pulse::sync
