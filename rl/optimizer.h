@@ -1,0 +1,112 @@
+// Adam/AdamW over FP32 master weights with a BF16 working copy (mixed precision as in Micikevicius et al.
+// 2018, arXiv:1710.03740). Adam: Kingma & Ba 2015 (arXiv:1412.6980); AdamW's decoupled weight decay:
+// Loshchilov & Hutter 2019 (arXiv:1711.05101).
+//
+// The model's parameters always hold exactly the BF16 round-to-nearest-even cast of the FP32 masters. That
+// cast happens in ONE place (MasterAdam::cast_to_model) and its BF16 bit patterns (bf16_views) are the
+// weights PULSESync ships; the number of BF16 elements that changed in a step is the compute-visible
+// sparsity PULSE exploits.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sync/tensor_view.h"
+
+namespace torch::nn {
+class Module;
+}
+namespace pulse::model {
+class TransformerImpl;
+}
+
+namespace pulse::rl {
+
+/// Optimizer hyper-parameters (TOML table [optimizer]).
+struct OptimizerConfig {
+  std::string name = "adamw";  ///< "adam" (L2 added to the gradient) | "adamw" (decoupled decay)
+  double lr = 1e-5;            ///< peak learning rate
+  double beta1 = 0.9, beta2 = 0.99, eps = 1e-8;
+  double weight_decay = 0.0;
+  double grad_clip = 1.0;             ///< max global L2 norm of the gradient; 0 = off
+  std::string schedule = "constant";  ///< "constant" | "linear_warmup" | "cosine"
+  int64_t warmup_steps = 0;           ///< linear warmup length (steps), for linear_warmup and cosine
+  int64_t total_steps = 0;            ///< cosine: steps until the floor is reached (required > 0)
+  double min_lr_ratio = 0.1;          ///< cosine floor as a fraction of lr
+
+  /// Throws std::invalid_argument naming the field ("optimizer.lr", ...) on a bad value.
+  void validate() const;
+};
+
+/// Learning rate used by the optimizer step that follows `completed_steps` steps (0-based).
+/// constant: lr. linear_warmup: lr * min(1, (s+1)/warmup_steps). cosine: the same warmup, then
+/// lr * (r + (1-r) * 0.5 * (1 + cos(pi * p))) with p = (s - warmup) / (total - warmup) clamped to [0,1],
+/// r = min_lr_ratio (Loshchilov & Hutter 2017, SGDR, arXiv:1608.03983, without restarts).
+double lr_at_step(const OptimizerConfig& config, int64_t completed_steps);
+
+/// What one optimizer step did.
+struct OptimizerStepStats {
+  double grad_norm = 0;       ///< global L2 norm of the accumulated FP32 gradient, before clipping
+  double lr = 0;              ///< learning rate used
+  int64_t step = 0;           ///< steps completed after this one
+  uint64_t bf16_changed = 0;  ///< BF16 elements whose bit pattern changed in this step
+  uint64_t elements = 0;      ///< all parameter elements
+  bool skipped = false;       ///< gradient was non-finite: masters, moments and step left unchanged
+};
+
+/// Adam/AdamW on FP32 masters of a module's parameters.
+///
+/// Gradients: after each micro-batch backward, call accumulate_grads() (or let step() do it for the last
+/// one); it adds the model's .grad() (BF16 or FP32) into FP32 buffers and clears the model's grads, so
+/// micro-batch gradients are summed in FP32 whatever the compute dtype.
+/// Tied parameters (one tensor under two names) are optimized once, under the first name.
+/// Not thread-safe; the module must outlive the optimizer and keep its parameter tensors.
+class MasterAdam {
+ public:
+  /// Masters = FP32 copies of `model`'s parameters, keyed by their HF names. The model is immediately set to
+  /// the BF16 cast of the masters. Throws std::invalid_argument on a bad config.
+  MasterAdam(model::TransformerImpl& model, const OptimizerConfig& config);
+  /// The same over any module (parameters of dtype BF16 or FP32); used by tests with small modules.
+  MasterAdam(torch::nn::Module& module, const OptimizerConfig& config);
+  ~MasterAdam();
+  MasterAdam(const MasterAdam&) = delete;
+  MasterAdam& operator=(const MasterAdam&) = delete;
+
+  /// Clears the model's grads and the FP32 accumulators.
+  void zero_grad();
+  /// Adds the model's current .grad() into the FP32 accumulators and clears the model's grads.
+  void accumulate_grads();
+  /// accumulate_grads(); global-norm clip; one Adam(W) update of the masters at lr_at_step(step_count());
+  /// cast_to_model(); clears the accumulators. A non-finite gradient norm skips the update (stats.skipped).
+  OptimizerStepStats step();
+  /// Casts every master to BF16 (round-to-nearest-even, torch's .to(kBFloat16), which matches
+  /// kernels::fp32_to_bf16_rne on all finite values), stores the bit patterns and writes them into the model.
+  /// Returns how many BF16 elements changed since the previous cast.
+  uint64_t cast_to_model();
+
+  /// BF16 bit patterns of the current weights (HF names, sorted by name, dtype BF16, host memory). Views stay
+  /// valid until the next step()/cast_to_model()/load_state() rewrites them (same addresses, new contents).
+  std::vector<sync::TensorView> bf16_views() const;
+  /// Parameter names, sorted (tied aliases excluded).
+  std::vector<std::string> names() const;
+  int64_t step_count() const;
+  /// Total parameter elements optimized.
+  uint64_t elements() const;
+  const OptimizerConfig& config() const;
+  /// Replaces the config (e.g. a resumed run with a new lr); validates it.
+  void set_config(const OptimizerConfig& config);
+
+  /// Writes masters, Adam moments and step to one .safetensors file (F32 tensors "master/<name>",
+  /// "exp_avg/<name>", "exp_avg_sq/<name>"; metadata format/step), atomically (temp file, fsync, rename).
+  void save_state(const std::string& path) const;
+  /// Reads what save_state wrote and casts the masters into the model. Throws std::runtime_error naming the
+  /// file and tensor on a missing tensor, a shape mismatch or a wrong format.
+  void load_state(const std::string& path);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pulse::rl
