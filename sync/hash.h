@@ -12,7 +12,13 @@ namespace pulse::sync {
 uint64_t tensor_hash(const TensorView& tensor);
 
 /// Root hash of a model: XXH3-64 over (name, dtype, shape, tensor_hash) of the tensors sorted by name.
+/// Byte layout of the hashed record (all u64 little-endian): n_tensors, then per tensor name_len, name
+/// bytes, dtype, ndim, dims..., tensor_hash (sync/FORMAT.md).
 uint64_t root_hash(const std::vector<TensorView>& tensors);
+
+/// The same from already computed tensor hashes (tensor_hashes[i] belongs to tensors[i]); saves a pass
+/// over the data when the caller hashed while scanning. Throws std::invalid_argument on a size mismatch.
+uint64_t root_hash(const std::vector<TensorView>& tensors, const std::vector<uint64_t>& tensor_hashes);
 
 /// 16 lowercase hex digits.
 std::string hash_hex(uint64_t hash);

@@ -1,0 +1,202 @@
+// safetensors reader/writer against the upstream sample files and hand-made malformed headers.
+#include <sys/stat.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "sync/atomic_file.h"
+#include "sync/hash.h"
+#include "sync/safetensors.h"
+#include "tests/test_paths.h"
+
+using namespace pulse::sync;
+
+namespace {
+
+std::string temp_dir() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/pulse_test_safetensors_XXXXXX";
+    const char* d = ::mkdtemp(tmpl);
+    REQUIRE(d != nullptr);
+    return std::string(d);
+  }();
+  return dir;
+}
+
+std::string sample(const std::string& name) {
+  return pulse::test::shared_path("models/safetensors-samples/" + name + ".safetensors");
+}
+
+template <typename T>
+std::vector<T> values_of(const TensorView& t) {
+  std::vector<T> v(t.nbytes / sizeof(T));
+  std::memcpy(v.data(), t.data, t.nbytes);
+  return v;
+}
+
+// A file from a raw JSON header and data bytes (header not padded, as the samples).
+std::string write_raw(const std::string& name, const std::string& json, const std::string& data,
+                      uint64_t header_len_override = 0) {
+  std::string path = temp_dir() + "/" + name;
+  std::string bytes(8, '\0');
+  uint64_t len = header_len_override ? header_len_override : json.size();
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(len >> (8 * i));
+  bytes += json + data;
+  write_file_atomic(path, bytes.data(), bytes.size());
+  return path;
+}
+
+void require_refused(const std::string& path, const std::string& needle) {
+  try {
+    SafetensorsFile::open(path);
+    FAIL("no error for " << path);
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    INFO(msg);
+    CHECK(msg.find(path) != std::string::npos);
+    CHECK(msg.find(needle) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("safetensors samples parse with the documented values", "[sync][safetensors]") {
+  {
+    auto f = SafetensorsFile::open(sample("B"));
+    REQUIRE(f.tensors().size() == 1);
+    CHECK(f.tensors()[0].name == "B");
+    CHECK(f.tensors()[0].dtype == DType::U8);
+    CHECK(f.tensors()[0].shape == std::vector<int64_t>{6});
+    CHECK(values_of<uint8_t>(f.tensors()[0]) == std::vector<uint8_t>{253, 254, 255, 0, 1, 2});
+    CHECK(f.metadata().at("test") == "a");
+  }
+  CHECK(values_of<uint16_t>(SafetensorsFile::open(sample("H")).tensors()[0]) ==
+        std::vector<uint16_t>{65533, 65534, 65535, 0, 1, 2});
+  CHECK(values_of<uint32_t>(SafetensorsFile::open(sample("I")).tensors()[0]) ==
+        std::vector<uint32_t>{4294967293u, 4294967294u, 4294967295u, 0, 1, 2});
+  const std::vector<int64_t> ints{-3, -2, -1, 0, 1, 2};
+  auto as_i64 = [](auto v) { return std::vector<int64_t>(v.begin(), v.end()); };
+  CHECK(as_i64(values_of<int8_t>(SafetensorsFile::open(sample("b")).tensors()[0])) == ints);
+  CHECK(as_i64(values_of<int16_t>(SafetensorsFile::open(sample("h")).tensors()[0])) == ints);
+  CHECK(as_i64(values_of<int32_t>(SafetensorsFile::open(sample("i")).tensors()[0])) == ints);
+  CHECK(values_of<double>(SafetensorsFile::open(sample("d")).tensors()[0]) ==
+        std::vector<double>{-3, -2, -1, 0, 1, 2});
+  CHECK(values_of<float>(SafetensorsFile::open(sample("f")).tensors()[0]) ==
+        std::vector<float>{-3, -2, -1, 0, 1, 2});
+  // F16 -3..2: sign/exponent/mantissa patterns of IEEE binary16.
+  CHECK(values_of<uint16_t>(SafetensorsFile::open(sample("e")).tensors()[0]) ==
+        std::vector<uint16_t>{0xC200, 0xC000, 0xBC00, 0x0000, 0x3C00, 0x4000});
+
+  auto overall = SafetensorsFile::open(sample("overall"));
+  std::vector<std::string> order;
+  for (const auto& t : overall.tensors()) order.push_back(t.name);
+  CHECK(order == std::vector<std::string>{"B", "H", "I", "b", "d", "e", "f", "h", "i"});
+  CHECK(values_of<float>(overall.tensors()[6]) == std::vector<float>{-3, -2, -1, 0, 1, 2});
+}
+
+TEST_CASE("safetensors samples round-trip through write_safetensors", "[sync][safetensors]") {
+  for (const char* name : {"B", "H", "I", "b", "d", "e", "f", "h", "i", "overall"}) {
+    INFO(name);
+    auto src = SafetensorsFile::open(sample(name));
+    const std::string out = temp_dir() + "/rt_" + name + ".safetensors";
+    write_safetensors(out, src.tensors(), src.metadata());
+    auto back = SafetensorsFile::open(out);
+    CHECK(back.metadata() == src.metadata());
+    REQUIRE(back.tensors().size() == src.tensors().size());
+    for (size_t i = 0; i < src.tensors().size(); ++i) {
+      const auto& a = src.tensors()[i];
+      const auto& b = back.tensors()[i];
+      CHECK(a.name == b.name);
+      CHECK(a.dtype == b.dtype);
+      CHECK(a.shape == b.shape);
+      REQUIRE(a.nbytes == b.nbytes);
+      CHECK(std::memcmp(a.data, b.data, a.nbytes) == 0);
+      if (i == 0) CHECK(reinterpret_cast<uintptr_t>(b.data) % 8 == 0);  // header padded to 8 bytes
+    }
+    CHECK(root_hash(back.tensors()) == root_hash(src.tensors()));
+  }
+}
+
+TEST_CASE("safetensors malformed headers are refused naming the file", "[sync][safetensors]") {
+  const std::string six(6, 'x');
+  require_refused(write_raw("overlap.safetensors",
+                            R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
+                            R"("b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})",
+                            six),
+                  "overlaps");
+  require_refused(
+      write_raw("range.safetensors", R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})", six),
+      "past the end");
+  require_refused(
+      write_raw("size.safetensors", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,6]}})", six),
+      "needs 8");
+  require_refused(write_raw("huge.safetensors", R"({})", six, 1ull << 40), "exceeds");
+  require_refused(write_raw("long.safetensors", R"({})", six, 100), "truncated");
+  require_refused(write_raw("json.safetensors", R"({"a":{"dtype":)", six), "bad JSON");
+  require_refused(
+      write_raw("dtype.safetensors", R"({"a":{"dtype":"Q4","shape":[6],"data_offsets":[0,6]}})", six),
+      "unknown dtype");
+  require_refused(
+      write_raw("neg.safetensors", R"({"a":{"dtype":"U8","shape":[-6],"data_offsets":[0,6]}})", six),
+      "shape");
+  {
+    const std::string path = temp_dir() + "/short.safetensors";
+    write_file_atomic(path, "abc", 3);
+    require_refused(path, "truncated");
+  }
+  {  // truncating a real file anywhere is refused
+    const std::string bytes = read_file(sample("overall"));
+    for (size_t n : {size_t(0), size_t(7), size_t(8), size_t(100), bytes.size() - 1}) {
+      const std::string path = temp_dir() + "/trunc" + std::to_string(n) + ".safetensors";
+      write_file_atomic(path, bytes.data(), n);
+      CHECK_THROWS_AS(SafetensorsFile::open(path), std::runtime_error);
+    }
+  }
+}
+
+TEST_CASE("checkpoint folders: single file and sharded index", "[sync][safetensors]") {
+  const std::string dir = temp_dir() + "/sharded";
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  auto overall = SafetensorsFile::open(sample("overall"));
+  const auto& ts = overall.tensors();
+  write_safetensors(dir + "/model-00001-of-00002.safetensors", {ts.begin(), ts.begin() + 4});
+  write_safetensors(dir + "/model-00002-of-00002.safetensors", {ts.begin() + 4, ts.end()});
+  std::string index = R"({"metadata":{},"weight_map":{)";
+  for (size_t i = 0; i < ts.size(); ++i)
+    index += (i ? "," : "") + std::string("\"") + ts[i].name + "\":\"model-0000" + (i < 4 ? "1" : "2") +
+             "-of-00002.safetensors\"";
+  index += "}}";
+  write_file_atomic(dir + "/model.safetensors.index.json", index);
+  auto ckpt = Checkpoint::open(dir);
+  REQUIRE(ckpt.tensors().size() == ts.size());
+  CHECK(root_hash(ckpt.tensors()) == root_hash(ts));
+  REQUIRE(ckpt.find("f") != nullptr);
+  CHECK(values_of<float>(*ckpt.find("f")) == std::vector<float>{-3, -2, -1, 0, 1, 2});
+  CHECK(ckpt.find("zz") == nullptr);
+
+  auto single = Checkpoint::open(sample("overall"));
+  CHECK(single.tensors().size() == 9);
+  CHECK(std::is_sorted(single.tensors().begin(), single.tensors().end(),
+                       [](const auto& a, const auto& b) { return a.name < b.name; }));
+  CHECK_THROWS_WITH(Checkpoint::open(temp_dir()), Catch::Contains("neither model.safetensors"));
+}
+
+TEST_CASE("hashes: xxh3 per tensor, root over sorted names", "[sync][hash]") {
+  auto f = SafetensorsFile::open(sample("overall"));
+  std::vector<TensorView> ts = f.tensors();
+  const uint64_t root = root_hash(ts);
+  std::reverse(ts.begin(), ts.end());
+  CHECK(root_hash(ts) == root);  // order-independent
+  ts[0].name = "renamed";
+  CHECK(root_hash(ts) != root);
+  CHECK(hash_hex(0x0123456789abcdefull) == "0123456789abcdef");
+  TensorView empty{"e", DType::BF16, {0}, nullptr, 0};
+  CHECK(tensor_hash(empty) == tensor_hash(TensorView{"x", DType::U8, {0}, nullptr, 0}));
+  CHECK(tensor_hash(f.tensors()[0]) != tensor_hash(f.tensors()[1]));
+}
