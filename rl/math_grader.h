@@ -1,0 +1,43 @@
+// MATH reward: the last boxed answer of a response, judged against the reference answer.
+//
+// Lenient mode (default; pulse's own rules) decides equality in tiers, first match wins:
+//   1. canonical strings equal (normalize_answer: Hendrycks strip_string + Minerva normalize_final_answer);
+//   2. same exact value (parse_math_value: integers, decimals, fractions, mixed numbers, a*sqrt(b), pi,
+//      polynomials in single letters) -- no floating point tolerance, 0.333 != 1/3;
+//   3. structure: tuples "(a,b)" and intervals "[a,b)" element by element with the same brackets;
+//      sets "\{a,b\}" and bare lists "a, b" as multisets; unions "A \cup B" part by part (any order);
+//      pmatrix/bmatrix entry by entry; "a \pm b" as the list {a+b, a-b}; equations "L = R" by L-R.
+// Strict mode follows PRM800K's grade_answer (openai/prm800k grading/grader.py): equal when
+// math_normalize strings match or PRM _normalize strings match; otherwise split tuples/intervals (brackets
+// must match), and per element: two a/b fractions must match as strings (unreduced != reduced),
+// integer-vs-non-integer is unequal, else "sympy.simplify(gt - given) == 0" under should_allow_eval
+// (<= 2 unknown letters, no "^{", "^(", "^n^", "^nn"). What differs from the Python original:
+//   - sympy.simplify is replaced by exact equality of parse_math_value (plain-text mode): it proves
+//     the same rational / square-root / polynomial identities; identities needing trig, logs, factoring
+//     of rational functions or floating evaluation are judged unequal here (sympy may accept them).
+//   - pylatexenc's latex2text is replaced by latex_to_plain_text (math_normalize.h), which
+//     parenthesizes compound fractions (pylatexenc renders \frac{1}{2+x} as "1/2+x").
+//   - Sets are not unordered in strict mode, as in PRM800K.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "rl/reward.h"
+
+namespace pulse::rl {
+
+/// Content of the last \boxed{...} or \fbox{...} (nested braces kept, escaped braces skipped while
+/// matching), or of "\boxed 5" (up to "$", a newline or the end). nullopt when there is none or the
+/// last one is unclosed.
+std::optional<std::string> extract_boxed(const std::string& text);
+
+/// True when two answer strings denote the same answer (see the tiers above). Never throws.
+bool math_equal(const std::string& a, const std::string& b, bool strict = false);
+
+/// Grades a model response against the reference answer: score 1 when extract_boxed(response) is
+/// math_equal to reference_answer. reason: "correct", "wrong_answer", "no_boxed_answer", "empty_answer".
+/// `extracted` holds the boxed text. Never throws.
+RewardResult grade_math(const std::string& response, const std::string& reference_answer,
+                        bool strict = false);
+
+}  // namespace pulse::rl
