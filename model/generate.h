@@ -13,22 +13,22 @@ class Tokenizer;
 struct SamplingParams {
   int64_t max_new_tokens = 128;
   double temperature = 1.0;
-  double top_p = 1.0;                 ///< nucleus (Holtzman et al. 2019, arXiv:1904.09751)
-  int64_t top_k = 0;                  ///< 0 = off
+  double top_p = 1.0;  ///< nucleus (Holtzman et al. 2019, arXiv:1904.09751)
+  int64_t top_k = 0;   ///< 0 = off
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop_strings;  ///< needs a tokenizer passed to generate()
 };
 
 struct GenerationRequest {
   std::vector<int32_t> prompt_ids;
-  uint64_t seed = 0;                  ///< same seed -> same output, whatever the batch
+  uint64_t seed = 0;  ///< same seed -> same output, whatever the batch
 };
 
 enum class FinishReason { Stop, Length };
 
 struct GenerationResult {
-  std::vector<int32_t> token_ids;     ///< sampled tokens, stop token included when one fired
-  std::vector<float> logprobs;        ///< log p(token) under the sampling distribution, one per token
+  std::vector<int32_t> token_ids;  ///< sampled tokens, stop token included when one fired
+  std::vector<float> logprobs;     ///< log p(token) under the sampling distribution, one per token
   FinishReason finish = FinishReason::Length;
 };
 

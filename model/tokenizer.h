@@ -32,7 +32,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
 /// Trains a SentencePiece BPE model on `lines` (SentencePieceTrainer) and writes `model_path`
 /// atomically. Ids: 0 <unk>, 1 <s>, 2 </s>, 3 <pad>; byte fallback on.
-void train_sentencepiece_bpe(const std::vector<std::string>& lines, int vocab_size, const std::string& model_path,
-                             uint64_t seed = 0);
+void train_sentencepiece_bpe(const std::vector<std::string>& lines, int vocab_size,
+                             const std::string& model_path, uint64_t seed = 0);
 
 }  // namespace pulse::model
