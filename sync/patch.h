@@ -20,12 +20,15 @@ enum class ValueMode : uint8_t {
 /// Encoder settings.
 struct PatchOptions {
   ValueMode values = ValueMode::Absolute;
-  int zstd_level = 1;              ///< 1..22; 0 = no compression ("none")
-  std::string model_id;            ///< free text identifying the model lineage
+  int zstd_level = 1;    ///< 1..22; 0 = no compression ("none")
+  std::string model_id;  ///< free text identifying the model lineage
   uint64_t base_version = 0;
   uint64_t target_version = 0;
-  size_t chunk_bytes = 4u << 20;   ///< payload chunk size before compression (bytes)
-  int threads = 0;                 ///< 0 = all hardware threads
+  size_t chunk_bytes = 4u << 20;  ///< payload chunk size before compression (bytes)
+  int threads = 0;                ///< 0 = all hardware threads
+  /// Index coding for every tensor: -1 = choose per tensor by size (default); 0 varint gaps, 1 bitmap,
+  /// 2 dense (FORMAT.md). Forcing exists for tests and benchmarks.
+  int force_index_coding = -1;
 };
 
 /// Any rejected patch: bad magic/version/checksum, truncation, out-of-bounds index, name/dtype/shape
@@ -39,11 +42,12 @@ struct PatchTensorInfo {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
-  uint64_t changed = 0;           ///< elements stored
-  uint8_t index_coding = 0;       ///< see FORMAT.md
-  uint64_t index_bytes = 0;       ///< uncompressed bytes of the index stream
-  uint64_t value_bytes = 0;       ///< uncompressed bytes of the value stream
-  uint64_t target_hash = 0;       ///< tensor_hash after apply
+  uint64_t changed = 0;      ///< elements whose bit pattern changes (stored ones; dense stores all)
+  uint8_t index_coding = 0;  ///< see FORMAT.md
+  uint64_t index_bytes = 0;  ///< uncompressed bytes of the index stream
+  uint64_t value_bytes = 0;  ///< uncompressed bytes of the value stream
+  uint64_t target_hash = 0;  ///< tensor_hash after apply
+  uint64_t raw_offset = 0;   ///< byte offset of the index stream in the uncompressed payload
 };
 
 /// Decoded header of a patch or anchor.
@@ -55,8 +59,12 @@ struct PatchInfo {
   uint64_t base_version = 0, base_root_hash = 0;
   uint64_t target_version = 0, target_root_hash = 0;
   std::vector<PatchTensorInfo> tensors;
-  uint64_t total_bytes = 0;        ///< whole patch on the wire
+  uint64_t total_bytes = 0;  ///< whole patch on the wire
   uint64_t payload_compressed_bytes = 0, payload_raw_bytes = 0;
+  int zstd_level = 0;        ///< level the payload was compressed with (0 = none)
+  uint64_t chunk_bytes = 0;  ///< raw bytes per payload chunk (the last may be shorter)
+  uint64_t n_chunks = 0;
+  uint64_t header_bytes = 0;  ///< container header including its checksum
 };
 
 /// Encodes target - base. base and target must hold the same names/dtypes/shapes (any order).

@@ -1,0 +1,225 @@
+// Decoder: validate everything (header and chunk checksums, stream sizes, every index, names/dtypes/
+// shapes, base root hash), then apply tensor by tensor with an undo log, verify every target hash while
+// the block is still in cache, and roll everything back on any failure.
+#include <xxhash.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "sync/hash.h"
+#include "sync/index_coding.h"
+#include "sync/parallel.h"
+#include "sync/patch.h"
+#include "sync/patch_container.h"
+#include "sync/value_coding.h"
+
+namespace pulse::sync {
+
+namespace {
+
+constexpr uint64_t kApplyBlockBytes = 64 << 10;
+
+/// Old contents of what apply overwrote: the old values of the stored positions in order (sparse) or
+/// the whole old tensor (dense).
+struct Undo {
+  std::vector<uint8_t> old;
+  bool applied = false;
+};
+
+/// Applies one tensor's streams to `w`, saving the old values into undo; returns the new xxh3.
+template <typename U>
+uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint8_t* streams, bool delta,
+                      Undo& undo) {
+  const uint64_t n = w.nbytes / sizeof(U);
+  const uint64_t stored = t.index_coding == kIndexDense ? n : t.changed;
+  ValueStreamReader<U> values(streams + t.index_bytes, stored, delta);
+  XXH3_state_t* state = XXH3_createState();
+  if (!state) throw std::bad_alloc();
+  XXH3_64bits_reset(state);
+  if (t.index_coding == kIndexDense) {
+    undo.old.assign(w.data, w.data + w.nbytes);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint8_t* p = w.data + i * sizeof(U);
+      store_le<U>(p, values.apply(i, load_le<U>(p)));
+    }
+    XXH3_64bits_update(state, w.data, w.nbytes);
+  } else {
+    undo.old.resize(stored * sizeof(U));
+    PositionIter it(t.index_coding, streams, t.index_bytes, t.changed, n);
+    uint64_t pos = it.next(), j = 0;
+    const uint64_t block_elems = kApplyBlockBytes / sizeof(U);
+    for (uint64_t start = 0; start < n; start += block_elems) {
+      const uint64_t end = std::min(n, start + block_elems);
+      for (; pos < end; pos = it.next(), ++j) {
+        uint8_t* p = w.data + pos * sizeof(U);
+        const U old = load_le<U>(p);
+        store_le<U>(undo.old.data() + j * sizeof(U), old);
+        store_le<U>(p, values.apply(j, old));
+      }
+      XXH3_64bits_update(state, w.data + start * sizeof(U), (end - start) * sizeof(U));
+    }
+  }
+  undo.applied = true;
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return h;
+}
+
+template <typename U>
+void rollback_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint8_t* streams, Undo& undo) {
+  if (!undo.applied) return;
+  if (t.index_coding == kIndexDense) {
+    std::copy(undo.old.begin(), undo.old.end(), w.data);
+  } else {
+    PositionIter it(t.index_coding, streams, t.index_bytes, t.changed, w.nbytes / sizeof(U));
+    uint64_t j = 0;
+    for (uint64_t pos; (pos = it.next()) != UINT64_MAX; ++j)
+      std::copy_n(undo.old.data() + j * sizeof(U), sizeof(U), w.data + pos * sizeof(U));
+  }
+  undo.applied = false;
+}
+
+std::string versions(const PatchInfo& info) {
+  return (info.anchor ? std::string("anchor")
+                      : "base version " + std::to_string(info.base_version) + " (root " +
+                            hash_hex(info.base_root_hash) + ")") +
+         " -> target version " + std::to_string(info.target_version) + " (root " +
+         hash_hex(info.target_root_hash) + ")";
+}
+
+}  // namespace
+
+PatchInfo inspect_patch(const uint8_t* data, size_t size) {
+  return parse_container(data, size, false).info;
+}
+
+bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, size_t size, int threads) {
+  const Container c = parse_container(data, size, true);
+  const PatchInfo& info = c.info;
+  const bool delta = info.values == ValueMode::Delta;
+
+  // Names, dtypes, shapes: the weights must be exactly the patch's tensor set.
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const auto& w = weights[i];
+    if (!by_name.emplace(w.name, i).second) throw PatchError("weights hold tensor '" + w.name + "' twice");
+    const uint64_t expect = static_cast<uint64_t>(numel(w.shape)) * dtype_size(w.dtype);
+    if (expect != w.nbytes)
+      throw PatchError("weights tensor '" + w.name + "' holds " + std::to_string(w.nbytes) +
+                       " bytes, shape x dtype needs " + std::to_string(expect));
+  }
+  std::vector<size_t> target_of(info.tensors.size());
+  for (size_t k = 0; k < info.tensors.size(); ++k) {
+    const auto& t = info.tensors[k];
+    auto it = by_name.find(t.name);
+    if (it == by_name.end())
+      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + versions(info) + ")");
+    const auto& w = weights[it->second];
+    if (w.dtype != t.dtype)
+      throw PatchError("tensor '" + t.name + "': patch dtype " + std::string(dtype_name(t.dtype)) +
+                       ", weights " + std::string(dtype_name(w.dtype)));
+    if (w.shape != t.shape) throw PatchError("tensor '" + t.name + "': patch and weights shapes differ");
+    target_of[k] = it->second;
+  }
+  if (weights.size() != info.tensors.size())
+    for (const auto& w : weights)
+      if (!std::binary_search(info.tensors.begin(), info.tensors.end(), w.name,
+                              [](const auto& a, const auto& b) {
+                                if constexpr (std::is_same_v<std::decay_t<decltype(a)>, std::string>)
+                                  return a < b.name;
+                                else
+                                  return a.name < b;
+                              }))
+        throw PatchError("weights tensor '" + w.name + "' is not in the patch (" + versions(info) + ")");
+
+  // Payload: chunk checksums, decompression, every index stream.
+  const std::vector<uint8_t> payload = read_payload(c, data, size, threads);
+  parallel_for(info.tensors.size(), threads, [&](size_t k) {
+    const auto& t = info.tensors[k];
+    validate_index_stream(t.name, t.index_coding, payload.data() + t.raw_offset, t.index_bytes, t.changed,
+                          static_cast<uint64_t>(numel(t.shape)), t.raw_offset);
+  });
+
+  // Where are the weights now? Same root as the target: nothing to do.
+  std::vector<uint64_t> current(weights.size());
+  std::vector<size_t> by_size(weights.size());
+  std::iota(by_size.begin(), by_size.end(), 0);
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [&](size_t a, size_t b) { return weights[a].nbytes > weights[b].nbytes; });
+  parallel_for(weights.size(), threads,
+               [&](size_t o) { current[by_size[o]] = tensor_hash(weights[by_size[o]].view()); });
+  std::vector<TensorView> views;
+  for (const auto& w : weights) views.push_back(w.view());
+  const uint64_t root = root_hash(views, current);
+  if (root == info.target_root_hash) {
+    bool all = true;
+    for (size_t k = 0; k < info.tensors.size(); ++k)
+      all = all && current[target_of[k]] == info.tensors[k].target_hash;
+    if (all) return false;
+  }
+  if (!info.anchor && root != info.base_root_hash)
+    throw PatchError("patch base mismatch: the patch goes from " + versions(info) +
+                     ", but the weights have root " + hash_hex(root) + " (neither the base nor the target)");
+  for (size_t k = 0; k < info.tensors.size(); ++k) {
+    const auto& t = info.tensors[k];
+    if (t.changed == 0 && t.index_coding != kIndexDense && current[target_of[k]] != t.target_hash)
+      throw PatchError("patch tensor '" + t.name +
+                       "' is unchanged but its target hash differs from the base (" + versions(info) + ")");
+  }
+
+  // Apply (biggest first), verify each target hash, roll back everything on any failure.
+  std::vector<size_t> order(info.tensors.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return weights[target_of[a]].nbytes > weights[target_of[b]].nbytes;
+  });
+  std::vector<Undo> undo(info.tensors.size());
+  std::vector<uint64_t> after(info.tensors.size(), 0);
+  auto dispatch = [&](size_t k, bool rollback) {
+    const auto& t = info.tensors[k];
+    if (t.changed == 0 && t.index_coding != kIndexDense) {
+      after[k] = current[target_of[k]];
+      return;
+    }
+    auto& w = weights[target_of[k]];
+    const uint8_t* s = payload.data() + t.raw_offset;
+    switch (dtype_size(t.dtype)) {
+      case 1:
+        rollback ? rollback_tensor<uint8_t>(w, t, s, undo[k])
+                 : void(after[k] = apply_tensor<uint8_t>(w, t, s, delta, undo[k]));
+        break;
+      case 2:
+        rollback ? rollback_tensor<uint16_t>(w, t, s, undo[k])
+                 : void(after[k] = apply_tensor<uint16_t>(w, t, s, delta, undo[k]));
+        break;
+      case 4:
+        rollback ? rollback_tensor<uint32_t>(w, t, s, undo[k])
+                 : void(after[k] = apply_tensor<uint32_t>(w, t, s, delta, undo[k]));
+        break;
+      default:
+        rollback ? rollback_tensor<uint64_t>(w, t, s, undo[k])
+                 : void(after[k] = apply_tensor<uint64_t>(w, t, s, delta, undo[k]));
+        break;
+    }
+  };
+  std::string failure;
+  try {
+    parallel_for(order.size(), threads, [&](size_t o) { dispatch(order[o], false); });
+    for (size_t k = 0; k < info.tensors.size() && failure.empty(); ++k)
+      if (after[k] != info.tensors[k].target_hash)
+        failure = "patch tensor '" + info.tensors[k].name + "': hash after apply " + hash_hex(after[k]) +
+                  " differs from the target hash " + hash_hex(info.tensors[k].target_hash) + " (" +
+                  versions(info) + "); weights rolled back";
+  } catch (const std::exception& e) {
+    failure =
+        std::string("patch apply failed (") + versions(info) + "): " + e.what() + "; weights rolled back";
+  }
+  if (!failure.empty()) {
+    parallel_for(order.size(), threads, [&](size_t o) { dispatch(order[o], true); });
+    throw PatchError(failure);
+  }
+  return true;
+}
+
+}  // namespace pulse::sync

@@ -1,0 +1,335 @@
+#include "sync/patch_container.h"
+
+#include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_compressSequences: literal-only frames (stable since zstd 1.5)
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "sync/byte_io.h"
+#include "sync/index_coding.h"
+#include "sync/parallel.h"
+#include "sync/value_coding.h"
+
+namespace pulse::sync {
+
+namespace {
+constexpr size_t kMaxNameBytes = 1 << 16;
+constexpr uint32_t kMaxDims = 64;
+constexpr uint64_t kMaxChunkBytes = 1ull << 31;
+constexpr size_t kZstdBlockBytes = 128 << 10;  // ZSTD_BLOCKSIZE_MAX
+
+/// A standard zstd frame holding only literals (Huffman coded, no LZ matches). On the near-random,
+/// skewed bytes of index heads and value planes zstd's fast match finder takes matches that cost more
+/// than they save (measured: 2.64 vs 2.25 bits per byte on BF16 delta planes); a pure entropy-coded
+/// frame avoids that and stays decodable by any zstd. Returns 0 when it fails.
+size_t compress_literals_only(ZSTD_CCtx* cctx, const uint8_t* src, size_t size, int level, uint8_t* out,
+                              size_t capacity) {
+  std::vector<ZSTD_Sequence> seqs;
+  for (size_t start = 0; start < size; start += kZstdBlockBytes)
+    seqs.push_back(ZSTD_Sequence{0, static_cast<unsigned>(std::min(kZstdBlockBytes, size - start)), 0, 0});
+  ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, std::max(level, 1));
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_blockDelimiters, ZSTD_sf_explicitBlockDelimiters);
+  const size_t n = ZSTD_compressSequences(cctx, out, capacity, seqs.data(), seqs.size(), src, size);
+  return ZSTD_isError(n) ? 0 : n;
+}
+
+// Streams shorter than this share a frame with the next one (a frame costs ~6-12 bytes).
+constexpr size_t kMinFrameBytes = 4096;
+
+/// Compresses one chunk as concatenated zstd frames, one per stream piece (cut at `cuts`, relative
+/// offsets), each the smaller of a normal frame at `level` and a literal-only frame. ZSTD_decompress
+/// decodes concatenated frames in one call.
+std::vector<uint8_t> compress_chunk(const uint8_t* src, size_t size, const std::vector<size_t>& cuts,
+                                    int level) {
+  std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  if (!cctx) throw std::bad_alloc();
+  std::vector<size_t> bounds{0};
+  for (size_t cut : cuts)
+    if (cut > bounds.back() && cut < size && cut - bounds.back() >= kMinFrameBytes) bounds.push_back(cut);
+  if (size - bounds.back() < kMinFrameBytes && bounds.size() > 1) bounds.pop_back();
+  bounds.push_back(size);
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> a, b;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    const uint8_t* p = src + bounds[i];
+    const size_t n = bounds[i + 1] - bounds[i];
+    a.resize(ZSTD_compressBound(n));
+    ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
+    const size_t na = ZSTD_compressCCtx(cctx.get(), a.data(), a.size(), p, n, level);
+    if (ZSTD_isError(na)) throw PatchError(std::string("zstd compression failed: ") + ZSTD_getErrorName(na));
+    b.resize(ZSTD_compressBound(n) + 64);
+    const size_t nb = compress_literals_only(cctx.get(), p, n, level, b.data(), b.size());
+    if (nb && nb < na)
+      out.insert(out.end(), b.begin(), b.begin() + nb);
+    else
+      out.insert(out.end(), a.begin(), a.begin() + na);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<uint8_t>& payload, int zstd_level,
+                                     size_t chunk_bytes, int threads,
+                                     const std::vector<uint64_t>& stream_starts) {
+  if (zstd_level < 0 || zstd_level > ZSTD_maxCLevel())
+    throw PatchError("zstd level " + std::to_string(zstd_level) + " out of range 0.." +
+                     std::to_string(ZSTD_maxCLevel()));
+  if (chunk_bytes == 0 || chunk_bytes > kMaxChunkBytes) throw PatchError("chunk_bytes must be in 1..2^31");
+  const size_t n_chunks = (payload.size() + chunk_bytes - 1) / chunk_bytes;
+  std::vector<std::vector<uint8_t>> stored(n_chunks);
+  std::vector<ChunkEntry> chunks(n_chunks);
+  parallel_for(n_chunks, threads, [&](size_t c) {
+    const uint8_t* src = payload.data() + c * chunk_bytes;
+    const size_t raw = std::min(chunk_bytes, payload.size() - c * chunk_bytes);
+    ChunkEntry& e = chunks[c];
+    e.raw_bytes = raw;
+    if (zstd_level > 0) {
+      // Stream starts inside this chunk, relative to it.
+      const uint64_t c0 = c * chunk_bytes;
+      std::vector<size_t> cuts;
+      for (auto it = std::upper_bound(stream_starts.begin(), stream_starts.end(), c0);
+           it != stream_starts.end() && *it < c0 + raw; ++it)
+        cuts.push_back(static_cast<size_t>(*it - c0));
+      std::vector<uint8_t> out = compress_chunk(src, raw, cuts, zstd_level);
+      if (out.size() < raw) {  // incompressible chunks are stored raw
+        e.codec = kChunkZstd;
+        stored[c] = std::move(out);
+      }
+    }
+    if (e.codec == kChunkRaw) stored[c].assign(src, src + raw);
+    e.stored_bytes = stored[c].size();
+    e.checksum = XXH3_64bits(stored[c].data(), stored[c].size());
+  });
+
+  std::vector<uint8_t> out;
+  ByteWriter w(out);
+  w.bytes(kPatchMagic, 8);
+  w.u32(kPatchFormatVersion);
+  w.u32(info.anchor ? kFlagAnchor : 0);
+  w.u64(0);  // header_bytes, patched below
+  w.u8(static_cast<uint8_t>(info.values));
+  w.u8(0);
+  w.u8(0);
+  w.u8(0);
+  w.u32(static_cast<uint32_t>(zstd_level));
+  w.u64(chunk_bytes);
+  w.str(info.model_id);
+  w.u64(info.base_version);
+  w.u64(info.base_root_hash);
+  w.u64(info.target_version);
+  w.u64(info.target_root_hash);
+  w.u64(info.tensors.size());
+  for (const auto& t : info.tensors) {
+    w.str(t.name);
+    w.u8(static_cast<uint8_t>(t.dtype));
+    w.u8(t.index_coding);
+    w.u16(0);
+    w.u32(static_cast<uint32_t>(t.shape.size()));
+    for (int64_t d : t.shape) w.u64(static_cast<uint64_t>(d));
+    w.u64(t.changed);
+    w.u64(t.raw_offset);
+    w.u64(t.index_bytes);
+    w.u64(t.value_bytes);
+    w.u64(t.target_hash);
+  }
+  w.u64(payload.size());
+  w.u64(n_chunks);
+  for (const auto& c : chunks) {
+    w.u8(c.codec);
+    for (int i = 0; i < 7; ++i) w.u8(0);
+    w.u64(c.raw_bytes);
+    w.u64(c.stored_bytes);
+    w.u64(c.checksum);
+  }
+  const uint64_t header_bytes = out.size() + 8;
+  for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<uint8_t>(header_bytes >> (8 * i));
+  w.u64(XXH3_64bits(out.data(), out.size()));
+
+  uint64_t compressed = 0;
+  for (const auto& s : stored) compressed += s.size();
+  out.reserve(out.size() + compressed);
+  for (const auto& s : stored) out.insert(out.end(), s.begin(), s.end());
+
+  info.format_version = kPatchFormatVersion;
+  info.zstd_level = zstd_level;
+  info.chunk_bytes = chunk_bytes;
+  info.n_chunks = n_chunks;
+  info.header_bytes = header_bytes;
+  info.payload_raw_bytes = payload.size();
+  info.payload_compressed_bytes = compressed;
+  info.total_bytes = out.size();
+  return out;
+}
+
+Container parse_container(const uint8_t* data, size_t size, bool require_complete) {
+  if (size < 24 || std::memcmp(data, kPatchMagic, 8) != 0) {
+    if (size < 8 || std::memcmp(data, kPatchMagic, 8) != 0)
+      throw PatchError("not a PULSESync patch: bad magic at byte offset 0");
+    throw PatchError("patch truncated: " + std::to_string(size) + " bytes, header needs at least 24");
+  }
+  ByteReader r(data, size, 8);
+  Container c;
+  PatchInfo& info = c.info;
+  info.format_version = r.u32("format_version");
+  if (info.format_version != kPatchFormatVersion)
+    throw PatchError("patch format version " + std::to_string(info.format_version) +
+                     " at byte offset 8 is not supported (this reader knows version " +
+                     std::to_string(kPatchFormatVersion) + ")");
+  const uint32_t flags = r.u32("flags");
+  const uint64_t header_bytes = r.u64("header_bytes");
+  if (header_bytes < 64 || header_bytes > size)
+    throw PatchError("patch truncated or corrupt: header_bytes " + std::to_string(header_bytes) +
+                     " at byte offset 16 exceeds the " + std::to_string(size) + "-byte patch");
+  uint64_t stored_sum = 0;
+  std::memcpy(&stored_sum, data + header_bytes - 8, 8);
+  if (XXH3_64bits(data, header_bytes - 8) != stored_sum)
+    throw PatchError("patch header checksum mismatch (header bytes 0.." + std::to_string(header_bytes) +
+                     "): corrupt or truncated patch");
+  if (flags & ~kFlagAnchor) throw PatchError("patch header: unknown flags at byte offset 12");
+  info.anchor = flags & kFlagAnchor;
+  info.header_bytes = header_bytes;
+  ByteReader h(data, header_bytes - 8, r.offset());
+  const uint8_t mode = h.u8("value_mode");
+  if (mode > 1)
+    throw PatchError("patch header: unknown value mode " + std::to_string(mode) + " at byte offset 24");
+  info.values = static_cast<ValueMode>(mode);
+  h.u8("reserved");
+  h.u8("reserved");
+  h.u8("reserved");
+  info.zstd_level = static_cast<int>(h.u32("zstd_level"));
+  info.chunk_bytes = h.u64("chunk_bytes");
+  info.model_id = h.str("model_id", kMaxNameBytes);
+  info.base_version = h.u64("base_version");
+  info.base_root_hash = h.u64("base_root_hash");
+  info.target_version = h.u64("target_version");
+  info.target_root_hash = h.u64("target_root_hash");
+  const uint64_t n_tensors = h.u64("n_tensors");
+  if (n_tensors > h.remaining() / 50)
+    throw PatchError("patch header: tensor count " + std::to_string(n_tensors) + " out of range");
+  uint64_t expect_offset = 0;
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    const size_t at = h.offset();
+    PatchTensorInfo t;
+    t.name = h.str("tensor name", kMaxNameBytes);
+    auto bad = [&](const std::string& what) {
+      return PatchError("patch tensor '" + t.name + "' (header byte offset " + std::to_string(at) +
+                        "): " + what);
+    };
+    const uint8_t dtype = h.u8("dtype");
+    if (!dtype_valid(dtype)) throw bad("unknown dtype " + std::to_string(dtype));
+    t.dtype = static_cast<DType>(dtype);
+    t.index_coding = h.u8("index_coding");
+    if (t.index_coding > kIndexDense) throw bad("unknown index coding " + std::to_string(t.index_coding));
+    h.u16("reserved");
+    const uint32_t ndim = h.u32("ndim");
+    if (ndim > kMaxDims) throw bad("too many dims");
+    for (uint32_t d = 0; d < ndim; ++d) t.shape.push_back(static_cast<int64_t>(h.u64("dim")));
+    uint64_t n = 0;
+    try {
+      n = static_cast<uint64_t>(numel(t.shape));
+    } catch (const std::exception& e) {
+      throw bad(std::string("bad shape: ") + e.what());
+    }
+    const uint64_t w = dtype_size(t.dtype);
+    if (n > (UINT64_MAX >> 4) / w) throw bad("tensor too large");
+    t.changed = h.u64("changed");
+    t.raw_offset = h.u64("raw_offset");
+    t.index_bytes = h.u64("index_bytes");
+    t.value_bytes = h.u64("value_bytes");
+    t.target_hash = h.u64("target_hash");
+    if (i > 0 && !(info.tensors.back().name < t.name)) throw bad("tensors not sorted by name or duplicated");
+    if (t.changed > n) throw bad("more changes than elements");
+    if (info.anchor && (t.index_coding != kIndexDense || t.changed != n))
+      throw bad("anchor tensor is not dense");
+    const bool delta = info.values == ValueMode::Delta;
+    const uint64_t stored = t.index_coding == kIndexDense ? n : t.changed;
+    uint64_t index_expect_min = 0, index_expect_max = 0;
+    if (t.index_coding == kIndexVarintGaps) {
+      index_expect_min = t.changed;
+      index_expect_max = t.changed * 10;
+    } else if (t.index_coding == kIndexBitmap) {
+      index_expect_min = index_expect_max = bitmap_bytes(n);
+    }
+    if (t.index_bytes < index_expect_min || t.index_bytes > index_expect_max)
+      throw bad("index stream size out of range");
+    if (t.value_bytes != value_stream_bytes(delta, stored, w))
+      throw bad("value stream size does not match its count");
+    if (t.raw_offset != expect_offset)
+      throw bad("stream offset " + std::to_string(t.raw_offset) + " is not " + std::to_string(expect_offset));
+    expect_offset += t.index_bytes + t.value_bytes;
+    info.tensors.push_back(std::move(t));
+  }
+  info.payload_raw_bytes = h.u64("payload_raw_bytes");
+  if (info.payload_raw_bytes != expect_offset)
+    throw PatchError("patch header: payload size disagrees with the tensor table");
+  const uint64_t n_chunks = h.u64("n_chunks");
+  if (n_chunks > h.remaining() / 32) throw PatchError("patch header: chunk count out of range");
+  info.n_chunks = n_chunks;
+  uint64_t raw_sum = 0, file_offset = header_bytes;
+  for (uint64_t i = 0; i < n_chunks; ++i) {
+    ChunkEntry e;
+    e.codec = h.u8("chunk codec");
+    for (int k = 0; k < 7; ++k) h.u8("reserved");
+    e.raw_bytes = h.u64("chunk raw_bytes");
+    e.stored_bytes = h.u64("chunk stored_bytes");
+    e.checksum = h.u64("chunk checksum");
+    if (e.codec > kChunkZstd || e.raw_bytes == 0 || e.raw_bytes > kMaxChunkBytes ||
+        (e.codec == kChunkRaw && e.stored_bytes != e.raw_bytes) || e.stored_bytes > kMaxChunkBytes)
+      throw PatchError("patch header: chunk " + std::to_string(i) + " entry is invalid");
+    e.file_offset = file_offset;
+    file_offset += e.stored_bytes;
+    raw_sum += e.raw_bytes;
+    c.chunks.push_back(e);
+  }
+  if (raw_sum != info.payload_raw_bytes)
+    throw PatchError("patch header: chunk sizes disagree with the payload size");
+  if (h.remaining() != 0)
+    throw PatchError("patch header: " + std::to_string(h.remaining()) +
+                     " unexpected bytes before the checksum");
+  info.payload_compressed_bytes = file_offset - header_bytes;
+  info.total_bytes = file_offset;
+  if (require_complete && size != file_offset)
+    throw PatchError(size < file_offset
+                         ? "patch truncated: " + std::to_string(size) + " bytes, header promises " +
+                               std::to_string(file_offset)
+                         : "patch has " + std::to_string(size - file_offset) +
+                               " trailing bytes after byte offset " + std::to_string(file_offset));
+  return c;
+}
+
+std::vector<uint8_t> read_payload(const Container& c, const uint8_t* data, size_t size, int threads) {
+  std::vector<uint8_t> payload(c.info.payload_raw_bytes);
+  std::vector<uint64_t> raw_offsets(c.chunks.size());
+  uint64_t off = 0;
+  for (size_t i = 0; i < c.chunks.size(); ++i) {
+    raw_offsets[i] = off;
+    off += c.chunks[i].raw_bytes;
+    if (c.chunks[i].file_offset + c.chunks[i].stored_bytes > size)
+      throw PatchError("patch truncated inside chunk " + std::to_string(i) + " at byte offset " +
+                       std::to_string(c.chunks[i].file_offset));
+  }
+  parallel_for(c.chunks.size(), threads, [&](size_t i) {
+    const ChunkEntry& e = c.chunks[i];
+    const uint8_t* src = data + e.file_offset;
+    if (XXH3_64bits(src, e.stored_bytes) != e.checksum)
+      throw PatchError("patch chunk " + std::to_string(i) + " at byte offset " +
+                       std::to_string(e.file_offset) + ": checksum mismatch (corrupt patch)");
+    uint8_t* dst = payload.data() + raw_offsets[i];
+    if (e.codec == kChunkRaw) {
+      std::memcpy(dst, src, e.raw_bytes);
+      return;
+    }
+    const size_t n = ZSTD_decompress(dst, e.raw_bytes, src, e.stored_bytes);
+    if (ZSTD_isError(n) || n != e.raw_bytes)
+      throw PatchError("patch chunk " + std::to_string(i) + " at byte offset " +
+                       std::to_string(e.file_offset) + ": zstd frame does not decode to " +
+                       std::to_string(e.raw_bytes) + " bytes");
+  });
+  return payload;
+}
+
+}  // namespace pulse::sync

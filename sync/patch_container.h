@@ -1,0 +1,50 @@
+// The patch container: header (magic, version, settings, tensor table, chunk table, checksum) and the
+// payload of independently compressed chunks. Layout: sync/FORMAT.md.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "sync/patch.h"
+
+namespace pulse::sync {
+
+constexpr char kPatchMagic[8] = {'P', 'U', 'L', 'S', 'E', 'S', 'Y', 'N'};
+constexpr uint32_t kPatchFormatVersion = 1;
+constexpr uint32_t kFlagAnchor = 1;
+
+enum ChunkCodec : uint8_t { kChunkRaw = 0, kChunkZstd = 1 };
+
+/// One payload chunk as stored.
+struct ChunkEntry {
+  uint8_t codec = kChunkRaw;
+  uint64_t raw_bytes = 0;
+  uint64_t stored_bytes = 0;
+  uint64_t checksum = 0;     ///< XXH3-64 of the stored bytes
+  uint64_t file_offset = 0;  ///< derived: where the stored bytes start in the patch
+};
+
+/// A parsed header.
+struct Container {
+  PatchInfo info;
+  std::vector<ChunkEntry> chunks;
+};
+
+/// Compresses `payload` into chunks (in parallel) and returns header + chunks. `info` supplies
+/// everything but the chunk/size fields, which are filled in (info is updated). `stream_starts`
+/// (sorted payload offsets where an index or value plane begins) lets each chunk be entropy coded per
+/// stream: every chunk is compressed both as a normal zstd frame and as a literal-only frame with
+/// blocks cut at stream starts; the smaller is kept (or the raw bytes, when neither is smaller).
+std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<uint8_t>& payload, int zstd_level,
+                                     size_t chunk_bytes, int threads,
+                                     const std::vector<uint64_t>& stream_starts = {});
+
+/// Parses the header of [data, data+size): magic, version, header checksum, field ranges, tensor order
+/// and stream offsets. With `require_complete`, the size must equal header + every stored chunk.
+/// Throws PatchError naming the byte offset.
+Container parse_container(const uint8_t* data, size_t size, bool require_complete);
+
+/// Verifies each chunk's checksum and decompresses the payload (in parallel). Throws PatchError naming
+/// the chunk and its byte offset.
+std::vector<uint8_t> read_payload(const Container& container, const uint8_t* data, size_t size, int threads);
+
+}  // namespace pulse::sync

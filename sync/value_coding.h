@@ -1,0 +1,82 @@
+// Value streams of a patch tensor (sync/FORMAT.md), for m stored values of w bytes each, as w byte
+// planes of m bytes; plane b holds byte b (little-endian) of every stored value:
+//   absolute: the new bit patterns.
+//   delta:    zigzag(target - base): the bit patterns as w-byte unsigned integers, difference taken
+//             modulo 2^(8w), read as two's complement d, stored as (d << 1) ^ (d >> (8w - 1)).
+// Byte planes put the bytes with similar statistics next to each other so that zstd's entropy stage sees
+// them apart (exponent vs mantissa bytes). Zigzag keeps sign and magnitude in one symbol: a +-1 ULP BF16
+// change is the byte 1 or 2 (one bit for Huffman) and its high byte 0, which zstd compresses to nothing;
+// a separate sign bitmap was measured worse (Huffman cannot code a skewed magnitude below 1 bit).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace pulse::sync {
+
+/// Bytes of a value stream with m values of w bytes.
+inline uint64_t value_stream_bytes(bool delta, uint64_t m, uint64_t w) {
+  (void)delta;
+  return m * w;
+}
+
+template <typename U>
+inline U load_le(const uint8_t* p) {
+  U v;
+  std::memcpy(&v, p, sizeof v);  // little-endian host (x86-64, AArch64)
+  return v;
+}
+
+template <typename U>
+inline void store_le(uint8_t* p, U v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+/// Writes the value stream for `values` (new bit patterns, or wrapping differences target - base in
+/// delta mode) to out (resized to value_stream_bytes).
+template <typename U>
+inline U zigzag(U d) {
+  constexpr int kBits = 8 * sizeof(U);
+  return static_cast<U>(static_cast<U>(d << 1) ^ static_cast<U>(U(0) - static_cast<U>(d >> (kBits - 1))));
+}
+
+template <typename U>
+inline U unzigzag(U z) {
+  return static_cast<U>(static_cast<U>(z >> 1) ^ static_cast<U>(U(0) - static_cast<U>(z & 1)));
+}
+
+/// Writes the value stream for `values` (new bit patterns, or wrapping differences target - base in
+/// delta mode) to out (value_stream_bytes long).
+template <typename U>
+void write_value_stream(const std::vector<U>& values, bool delta, uint8_t* out) {
+  static_assert(std::is_unsigned<U>::value, "bit patterns are unsigned");
+  const size_t m = values.size();
+  constexpr int w = sizeof(U);
+  for (size_t j = 0; j < m; ++j) {
+    const U v = delta ? zigzag(values[j]) : values[j];
+    for (int b = 0; b < w; ++b) out[b * m + j] = static_cast<uint8_t>(v >> (8 * b));
+  }
+}
+
+/// Reads value j from a value stream of m values.
+template <typename U>
+struct ValueStreamReader {
+  const uint8_t* planes = nullptr;
+  uint64_t m = 0;
+  bool delta = false;
+
+  ValueStreamReader(const uint8_t* stream, uint64_t m_values, bool delta_mode)
+      : planes(stream), m(m_values), delta(delta_mode) {}
+
+  /// The value j as stored: a bit pattern (absolute) or the wrapping difference (delta).
+  U get(uint64_t j) const {
+    U v = 0;
+    for (size_t b = 0; b < sizeof(U); ++b) v |= static_cast<U>(static_cast<U>(planes[b * m + j]) << (8 * b));
+    return delta ? unzigzag(v) : v;
+  }
+  /// The element's new bit pattern given its old one.
+  U apply(uint64_t j, U old) const { return delta ? static_cast<U>(old + get(j)) : get(j); }
+};
+
+}  // namespace pulse::sync
