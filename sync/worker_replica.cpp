@@ -1,0 +1,113 @@
+#include "sync/worker_replica.h"
+
+#include <chrono>
+
+#include "sync/hash.h"
+#include "sync/patch.h"
+
+namespace pulse::sync {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+constexpr int kMaxAnchorFallbacks = 3;  // per sync_to: beyond this the trainer is serving broken anchors
+
+}  // namespace
+
+WorkerReplica::WorkerReplica(std::string worker_id) : id_(std::move(worker_id)) {}
+
+std::vector<MutableTensorView> WorkerReplica::weights() {
+  return weights_.mutable_views();
+}
+std::vector<TensorView> WorkerReplica::views() const {
+  return weights_.views();
+}
+
+bool WorkerReplica::try_apply(const std::vector<uint8_t>& blob, SyncStats& stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    const PatchInfo info = inspect_patch(blob.data(), blob.size());
+    if (weights_.empty()) {
+      if (!info.anchor) throw PatchError("an empty replica needs an anchor, got a patch");
+      // Applied into a fresh buffer set, adopted only when the whole anchor validated.
+      OwnedTensors fresh = OwnedTensors::zeros_like(info);
+      auto mv = fresh.mutable_views();
+      apply_patch(mv, blob.data(), blob.size());
+      weights_ = std::move(fresh);
+    } else {
+      if (!info.anchor && info.base_version != version_) {
+        throw PatchError("patch base version " + std::to_string(info.base_version) + " but replica '" + id_ +
+                         "' is at version " + std::to_string(version_));
+      }
+      auto mv = weights_.mutable_views();
+      apply_patch(mv, blob.data(), blob.size());
+    }
+    version_ = info.target_version;
+    root_hash_ = pulse::sync::root_hash(weights_.views());
+    if (root_hash_ != info.target_root_hash) {
+      // apply_patch verified every tensor hash, so this means names/dtypes/shapes disagree: a codec bug.
+      throw std::logic_error("replica '" + id_ + "' root hash " + hash_hex(root_hash_) + " != patch target " +
+                             hash_hex(info.target_root_hash) + " at version " + std::to_string(version_));
+    }
+  } catch (const PatchError&) {
+    ++stats.rejected;
+    stats.apply_ms += ms_since(t0);
+    return false;
+  }
+  ++stats.steps;
+  stats.apply_ms += ms_since(t0);
+  return true;
+}
+
+void WorkerReplica::take_anchor(PatchSource& source, SyncStats& stats) {
+  stats.used_anchor = true;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // a rejected anchor is fetched once more
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<uint8_t> blob = source.anchor(kLatestAnchor);
+    stats.fetch_ms += ms_since(t0);
+    stats.bytes += blob.size();
+    if (try_apply(blob, stats)) return;
+  }
+  throw PatchError("replica '" + id_ + "': the newest anchor was rejected twice");
+}
+
+WorkerReplica::SyncStats WorkerReplica::sync_to(PatchSource& source, uint64_t target_version) {
+  SyncStats stats;
+  stats.from = version_;
+  int anchors = 0;
+  if (weights_.empty()) {
+    take_anchor(source, stats);
+    ++anchors;
+  }
+  while (version_ < target_version) {
+    const uint64_t step_to = source.serves_composed() ? target_version : version_ + 1;
+    bool applied = false;
+    for (int attempt = 0; attempt < 2 && !applied; ++attempt) {  // a rejected patch is fetched once more
+      std::vector<uint8_t> blob;
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        blob = source.patch(version_, step_to);
+      } catch (const VersionGoneError&) {
+        break;
+      }
+      stats.fetch_ms += ms_since(t0);
+      stats.bytes += blob.size();
+      applied = try_apply(blob, stats);
+    }
+    if (applied) continue;
+    // Our base is gone (410), or the patch keeps failing validation: restart from the newest anchor.
+    if (++anchors > kMaxAnchorFallbacks) {
+      throw PatchError("replica '" + id_ + "' cannot reach version " + std::to_string(target_version) +
+                       ": patches from version " + std::to_string(version_) + " keep failing");
+    }
+    take_anchor(source, stats);
+  }
+  stats.to = version_;
+  if (stats.to != stats.from || stats.steps > 0) source.confirm(id_, version_, root_hash_);
+  return stats;
+}
+
+}  // namespace pulse::sync
