@@ -13,7 +13,10 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-constexpr int kMaxAnchorFallbacks = 3;  // per sync_to: beyond this the trainer is serving broken anchors
+// Per sync_to. Rejected patches beyond this mean the trainer serves broken bytes; "gone" bases beyond the
+// second bound mean retention outruns this worker (the trainer publishes faster than it can follow).
+constexpr int kMaxRejectedFallbacks = 3;
+constexpr int kMaxGoneFallbacks = 16;
 
 }  // namespace
 
@@ -77,20 +80,18 @@ void WorkerReplica::take_anchor(PatchSource& source, SyncStats& stats) {
 WorkerReplica::SyncStats WorkerReplica::sync_to(PatchSource& source, uint64_t target_version) {
   SyncStats stats;
   stats.from = version_;
-  int anchors = 0;
-  if (weights_.empty()) {
-    take_anchor(source, stats);
-    ++anchors;
-  }
+  int rejected_fallbacks = 0, gone_fallbacks = 0;
+  if (weights_.empty()) take_anchor(source, stats);
   while (version_ < target_version) {
     const uint64_t step_to = source.serves_composed() ? target_version : version_ + 1;
-    bool applied = false;
+    bool applied = false, gone = false;
     for (int attempt = 0; attempt < 2 && !applied; ++attempt) {  // a rejected patch is fetched once more
       std::vector<uint8_t> blob;
       const auto t0 = std::chrono::steady_clock::now();
       try {
         blob = source.patch(version_, step_to);
       } catch (const VersionGoneError&) {
+        gone = true;
         break;
       }
       stats.fetch_ms += ms_since(t0);
@@ -99,9 +100,14 @@ WorkerReplica::SyncStats WorkerReplica::sync_to(PatchSource& source, uint64_t ta
     }
     if (applied) continue;
     // Our base is gone (410), or the patch keeps failing validation: restart from the newest anchor.
-    if (++anchors > kMaxAnchorFallbacks) {
+    if (gone && ++gone_fallbacks > kMaxGoneFallbacks) {
+      throw TransportError(410, "replica '" + id_ + "' cannot reach version " +
+                                    std::to_string(target_version) +
+                                    ": its base keeps being retired before it can catch up");
+    }
+    if (!gone && ++rejected_fallbacks > kMaxRejectedFallbacks) {
       throw PatchError("replica '" + id_ + "' cannot reach version " + std::to_string(target_version) +
-                       ": patches from version " + std::to_string(version_) + " keep failing");
+                       ": patches from version " + std::to_string(version_) + " keep failing validation");
     }
     take_anchor(source, stats);
   }

@@ -2,9 +2,11 @@
 // a corrupted patch rejected and fetched again, a late worker catching up, retries, tokens, TLS.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "sync/hash.h"
 #include "sync/patch.h"
@@ -280,6 +282,53 @@ TEST_CASE("a worker over HTTP: late join at 10, corrupted patch refetched, confi
   t.server.inject_corruption(1);
   worker.sync_to(client, 14);
   CHECK(worker.root_hash() == t.model.root());
+}
+
+TEST_CASE("three workers follow a publishing trainer concurrently over HTTP", "[sync][http]") {
+  Trainer t(28, RetentionPolicy{4, 1});
+  t.publish_to(0);
+  constexpr uint64_t kLast = 20;
+  struct Result {
+    uint64_t version = 0, root = 0;
+    int syncs = 0;
+    std::string error;
+  };
+  std::vector<Result> results(3);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < results.size(); ++i) {
+    threads.emplace_back([&t, &results, i] {
+      try {
+        PatchClient client(t.client());
+        WorkerReplica worker("w" + std::to_string(i));
+        for (int iter = 0; iter < 5000 && worker.version() < kLast; ++iter) {
+          const VersionHead h = client.head();
+          if (worker.empty() || h.version > worker.version()) {
+            worker.sync_to(client, h.version);
+            ++results[i].syncs;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        results[i].version = worker.version();
+        results[i].root = worker.root_hash();
+      } catch (const std::exception& e) {
+        results[i].error = e.what();
+      }
+    });
+  }
+  for (uint64_t v = 1; v <= kLast; ++v) {
+    t.model.step();
+    t.store.publish(v, t.model.views());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& r : results) {
+    CHECK(r.error == "");
+    CHECK(r.version == kLast);
+    CHECK(r.root == t.model.root());
+    CHECK(r.syncs >= 1);
+  }
+  for (const auto& [id, v] : t.store.worker_versions()) CHECK(v == kLast);
+  CHECK(t.store.worker_versions().size() == 3);
 }
 
 TEST_CASE("the client gives up after max_retries on a dead server", "[sync][http]") {
