@@ -1,0 +1,60 @@
+// `pulse sync bench`: PULSESync patch size and speed against its baselines, timed in the same run
+// (memcpy bandwidth, dense zstd-1, `zstd --patch-from`, the reference deployment's format).
+// Plain C++ (no LibTorch), so that the codec's numbers do not depend on the training stack.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "sync/tensor_view.h"
+
+namespace pulse::bench {
+
+/// Settings of one benchmark run.
+struct SyncBenchOptions {
+  uint64_t elements = 100'000'000;       ///< BF16 elements of the synthetic workload (>= 1)
+  uint64_t seed = 1;                     ///< synthetic workload seed
+  int threads = 0;                       ///< codec and memcpy threads (0 = all cores)
+  bool skip_zstd_patch_from = false;     ///< skip the `zstd --patch-from` baseline (reported as -1)
+  std::vector<std::string> checkpoints;  ///< `run` workload: consecutive checkpoints (>= 2 to run it)
+};
+
+/// One workload's numbers; JSON keys are the field names (issue 2). Byte counts are whole patches on
+/// the wire; *_gbps are GB/s (1e9 bytes) of target tensor bytes.
+struct SyncBenchResult {
+  std::string workload;
+  uint64_t elements = 0;                      ///< elements per step (summed over checkpoint pairs)
+  uint64_t changed = 0;                       ///< elements whose bit pattern changed
+  double bytes_per_change = 0;                ///< delta patch bytes / changed
+  double entropy_bound_bytes_per_change = 0;  ///< (sum log2 C(n,k) + k * H(value changes)) / 8 / k
+  int64_t ref_pulse_bytes = 0;  ///< reference deployment's format (COO gaps, abs values, zstd-1)
+  int64_t patch_bytes_absolute = 0;
+  int64_t patch_bytes_delta = 0;
+  int64_t dense_zstd1_bytes = 0;       ///< zstd -1 of the target tensors
+  int64_t zstd_patch_from_bytes = -1;  ///< `zstd --patch-from=BASE TARGET`; -1 when unavailable
+  double encode_gbps = 0;              ///< slower of the two value modes
+  double decode_gbps = 0;              ///< apply_patch incl. validation and hashes; slower mode
+  double memcpy_gbps = 0;              ///< multithreaded memcpy of the same bytes
+  bool bit_identical = false;          ///< both modes reproduce the target exactly
+  // Reported in the table only.
+  double encode_gbps_absolute = 0, encode_gbps_delta = 0, decode_gbps_absolute = 0, decode_gbps_delta = 0;
+  std::string note;
+};
+
+/// Measures one base -> target step (tensors paired by name). Writes progress to `log`.
+SyncBenchResult measure_sync_step(const std::string& workload, const std::vector<sync::TensorView>& base,
+                                  const std::vector<sync::TensorView>& target,
+                                  const SyncBenchOptions& options, std::ostream& log);
+
+/// Runs the synthetic workload (seeded Adam steps over FP32 masters ~N(0, 0.02), lr 3e-6, BF16 cast)
+/// and, with >= 2 checkpoints, the `run` workload over consecutive pairs.
+std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std::ostream& log);
+
+/// {"synthetic": {...}, "run": {...}} with exactly the issue's keys per workload.
+std::string sync_bench_json(const std::vector<SyncBenchResult>& results);
+
+/// A human-readable table with the ratios to the targets.
+std::string sync_bench_table(const std::vector<SyncBenchResult>& results);
+
+}  // namespace pulse::bench
