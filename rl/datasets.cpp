@@ -1,0 +1,160 @@
+// JSON-lines dataset loaders with file:line errors.
+#include "rl/datasets.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <stdexcept>
+
+#include "rl/math_grader.h"
+
+namespace pulse::rl {
+namespace {
+
+using nlohmann::json;
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Calls `fn(record, line_number)` for every non-blank line; wraps any error with "<path>:<line>: ".
+void for_each_record(const std::string& path, const std::function<void(const json&, size_t)>& fn) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open dataset file");
+  std::string line;
+  size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    try {
+      json rec = json::parse(line);
+      if (!rec.is_object()) throw std::runtime_error("record is not a JSON object");
+      fn(rec, line_no);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
+    }
+  }
+}
+
+std::string required_string(const json& rec, const char* field) {
+  auto it = rec.find(field);
+  if (it == rec.end()) throw std::runtime_error(std::string("missing field \"") + field + "\"");
+  if (!it->is_string()) throw std::runtime_error(std::string("field \"") + field + "\" is not a string");
+  return it->get<std::string>();
+}
+
+std::string optional_string(const json& rec, const char* field) {
+  auto it = rec.find(field);
+  if (it == rec.end() || it->is_null()) return "";
+  if (!it->is_string()) throw std::runtime_error(std::string("field \"") + field + "\" is not a string");
+  return it->get<std::string>();
+}
+
+int parse_level(const json& rec) {
+  auto it = rec.find("level");
+  if (it == rec.end() || it->is_null()) return 0;
+  if (it->is_number_integer()) return it->get<int>();
+  if (it->is_string()) {  // original MATH files: "Level 3" ("Level ?" -> 0)
+    std::smatch m;
+    std::string s = it->get<std::string>();
+    static const std::regex re(R"(^Level (\d)$)");
+    return std::regex_match(s, m, re) ? std::stoi(m[1].str()) : 0;
+  }
+  throw std::runtime_error("field \"level\" is neither an integer nor a string");
+}
+
+std::string strip_commas(std::string s) {
+  s.erase(std::remove(s.begin(), s.end(), ','), s.end());
+  return s;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\n\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\n\r") - b + 1);
+}
+
+}  // namespace
+
+std::string mbpp_prompt(const std::string& text, const std::vector<std::string>& tests) {
+  std::string p = text + " Your code should pass these tests:\n\n";
+  for (const auto& t : tests) p += t + "\n";
+  return p;
+}
+
+std::vector<Problem> load_math_jsonl(const std::string& path) {
+  std::vector<Problem> out;
+  std::string file = base_name(path);
+  for_each_record(path, [&](const json& rec, size_t line) {
+    Problem p;
+    p.kind = TaskKind::Math;
+    p.question = required_string(rec, "problem");
+    p.solution = required_string(rec, "solution");
+    p.answer = optional_string(rec, "answer");
+    if (trim(p.answer).empty()) {
+      auto boxed = extract_boxed(p.solution);
+      if (!boxed || trim(*boxed).empty()) return;  // no reference answer anywhere: not gradeable
+      p.answer = *boxed;
+    }
+    p.subject = optional_string(rec, "subject");
+    if (p.subject.empty()) p.subject = optional_string(rec, "type");
+    p.level = parse_level(rec);
+    p.id = optional_string(rec, "unique_id");
+    if (p.id.empty()) p.id = file + ":" + std::to_string(line);
+    out.push_back(std::move(p));
+  });
+  return out;
+}
+
+std::vector<Problem> load_mbpp_jsonl(const std::string& path) {
+  std::vector<Problem> out;
+  for_each_record(path, [&](const json& rec, size_t) {
+    Problem p;
+    p.kind = TaskKind::Code;
+    std::string text = required_string(rec, "text");
+    p.solution = required_string(rec, "code");
+    auto tl = rec.find("test_list");
+    if (tl == rec.end() || !tl->is_array() || tl->empty())
+      throw std::runtime_error("field \"test_list\" must be a non-empty array of assert strings");
+    for (const auto& t : *tl) {
+      if (!t.is_string()) throw std::runtime_error("field \"test_list\" holds a non-string");
+      p.tests.push_back(t.get<std::string>());
+    }
+    p.test_setup_code = optional_string(rec, "test_setup_code");
+    auto id = rec.find("task_id");
+    if (id == rec.end() || !id->is_number_integer())
+      throw std::runtime_error("field \"task_id\" must be an integer");
+    p.id = "mbpp/" + std::to_string(id->get<int64_t>());
+    p.question = mbpp_prompt(text, p.tests);
+    out.push_back(std::move(p));
+  });
+  return out;
+}
+
+std::vector<Problem> load_gsm8k_jsonl(const std::string& path) {
+  std::vector<Problem> out;
+  std::string file = base_name(path);
+  static const std::regex calc(R"(<<[^>]*>>)");
+  for_each_record(path, [&](const json& rec, size_t line) {
+    Problem p;
+    p.kind = TaskKind::Math;
+    p.question = required_string(rec, "question");
+    std::string answer = required_string(rec, "answer");
+    size_t mark = answer.rfind("####");
+    if (mark == std::string::npos) throw std::runtime_error("field \"answer\" has no \"#### <number>\" line");
+    p.answer = strip_commas(trim(answer.substr(mark + 4)));
+    if (p.answer.empty()) throw std::runtime_error("field \"answer\" has an empty \"####\" answer");
+    std::string work = std::regex_replace(trim(answer.substr(0, mark)), calc, "");
+    p.solution = work + "\n\\boxed{" + p.answer + "}";
+    p.subject = "gsm8k";
+    p.id = file + ":" + std::to_string(line);
+    out.push_back(std::move(p));
+  });
+  return out;
+}
+
+}  // namespace pulse::rl

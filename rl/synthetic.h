@@ -1,0 +1,27 @@
+// Synthetic tasks for the embedded default run: a from-scratch tiny model can learn them by SFT and
+// then improve by RL. Same Problem record format as the real datasets.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "rl/problem.h"
+
+namespace pulse::rl {
+
+/// n arithmetic/algebra problems, levels 1..max_level (clamped to 1..5) in rotation (problem i has
+/// level 1 + i % max_level). Each solution is a short regular worked solution ending in \boxed{answer}:
+///   1: a+b, 0 <= a,b <= 9                       "3+4=7. \boxed{7}"
+///   2: a-b or a*b, operands <= 20 / <= 9         "12-5=7. \boxed{7}"
+///   3: a+b*c (two steps, precedence)              "4*5=20. 3+20=23. \boxed{23}"
+///   4: solve a*x+b=c for an integer x             "3x=20-5=15. x=15/3=5. \boxed{5}"
+///   5: (a+b)*c-d (three steps)                    "2+3=5. 5*4=20. 20-6=14. \boxed{14}"
+/// Answers are integers (possibly negative). Problem i depends only on (seed, i): prefixes of a larger
+/// n are identical. ids "synthetic/math/<i>", subject "synthetic".
+std::vector<Problem> synthetic_math(int64_t n, uint64_t seed, int max_level = 3);
+
+/// n short function-writing tasks in MBPP format (text + three asserts; solution = a correct reference
+/// program; kind Code), drawn from a fixed set of templates with random constants and test inputs.
+/// Problem i depends only on (seed, i). ids "synthetic/code/<i>".
+std::vector<Problem> synthetic_code(int64_t n, uint64_t seed);
+
+}  // namespace pulse::rl
