@@ -74,8 +74,8 @@ struct ToyModel {
 
 /// True when two tensor sets hold the same names, shapes and bytes.
 inline bool same_bytes(const std::vector<sync::TensorView>& a, const std::vector<sync::TensorView>& b) {
-  auto sa = sync::OwnedTensors::copy_of(a).views();
-  auto sb = sync::OwnedTensors::copy_of(b).views();
+  const auto oa = sync::OwnedTensors::copy_of(a), ob = sync::OwnedTensors::copy_of(b);  // sorted by name
+  const auto sa = oa.views(), sb = ob.views();
   if (sa.size() != sb.size()) return false;
   for (size_t i = 0; i < sa.size(); ++i) {
     if (sa[i].name != sb[i].name || sa[i].shape != sb[i].shape || sa[i].nbytes != sb[i].nbytes) return false;

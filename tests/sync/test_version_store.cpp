@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 
@@ -223,4 +224,47 @@ TEST_CASE("retention never breaks a confirmed worker's chain (randomized schedul
   CHECK(anchors_after_join == std::vector<int>(workers.size(), 0));
   // While the slowest worker lags, retention still bounds what is kept to its chain.
   CHECK(store.stats().anchors_stored <= 2);
+}
+
+TEST_CASE("a version store reopens its folder after a crash and can rewind", "[sync][version_store]") {
+  const std::string dir = pulse::test::make_temp_dir("version_store_reopen");
+  ToyModel model(8);
+  ToyModel twin(8);  // the same trajectory, published into a store that never crashes
+  VersionStore reference("", RetentionPolicy{5, 2}, pulse::test::test_codec());
+  std::map<uint64_t, OwnedTensors> states;
+  {
+    VersionStore store(dir, RetentionPolicy{5, 2}, pulse::test::test_codec());
+    publish_range(store, model, 0, 7, &states);
+  }  // "killed" after publishing 7
+  publish_range(reference, twin, 0, 7);
+  // Debris of a crash: a temp file and a patch past a gap.
+  std::ofstream(dir + "/patch-00000000000000000007-00000000000000000008.pulse.tmp.99.0") << "partial";
+  write_file_atomic(dir + "/patch-00000000000000000008-00000000000000000009.pulse", "orphan");
+
+  VersionStore store(dir, RetentionPolicy{5, 2}, pulse::test::test_codec());
+  REQUIRE(store.published());
+  CHECK(store.head().version == 7);
+  CHECK(store.head().root_hash == model.root());
+  CHECK(store.anchor_versions() == std::vector<uint64_t>{0, 5});
+  CHECK_FALSE(std::filesystem::exists(dir + "/patch-00000000000000000008-00000000000000000009.pulse"));
+  OwnedTensors w = states.at(3);
+  apply_blob(w, store.patch(3, 7));
+  CHECK(root_hash(w.views()) == model.root());
+
+  // Publishing continues exactly as in the uninterrupted store.
+  model.step();
+  twin.step();
+  CHECK(*store.publish(8, model.views()) == *reference.publish(8, twin.views()));
+
+  // A checkpoint older than the head: rewind, then re-publish the same weights -> the same patch bytes.
+  const Blob p7_8 = store.patch(7, 8);
+  store.confirm("w", 8, store.root_hash_of(8));
+  store.rewind_to(7);
+  CHECK(store.head().version == 7);
+  CHECK(store.head().root_hash == root_hash(states.at(7).views()));
+  CHECK(store.worker_versions().empty());
+  CHECK_THROWS_AS(store.root_hash_of(8), std::out_of_range);
+  CHECK(*store.publish(8, model.views()) == *p7_8);
+  CHECK_THROWS_AS(store.rewind_to(9), std::out_of_range);
+  std::filesystem::remove_all(dir);
 }
