@@ -1,7 +1,6 @@
-// cpp-httplib 0.11 as packaged by Debian is split: httplib.h declares, libcpp-httplib.so defines. The
-// library was built with OpenSSL, zlib and brotli, which change class layouts in the header, so the same
-// macros must be set here (pkg-config cpp-httplib sets them too). Linking needs -lcpp-httplib; until the
-// build links it (PULSE_HAVE_HTTPLIB), the classes below throw a clear error instead of failing the link.
+// cpp-httplib 0.11 as packaged by Debian is split: httplib.h declares, libcpp-httplib.so defines (linked
+// through pkg-config cpp-httplib). The library was built with OpenSSL, zlib and brotli, which change class
+// layouts in the header, so the same macros must be set wherever httplib.h is included.
 #include "sync/transport_http.h"
 
 #include <algorithm>
@@ -18,7 +17,6 @@
 
 #include "sync/hash.h"
 
-#if defined(PULSE_HAVE_HTTPLIB)
 #ifndef CPPHTTPLIB_OPENSSL_SUPPORT
 #define CPPHTTPLIB_OPENSSL_SUPPORT
 #endif
@@ -29,7 +27,6 @@
 #define CPPHTTPLIB_BROTLI_SUPPORT
 #endif
 #include <httplib.h>
-#endif
 
 namespace pulse::sync {
 
@@ -71,8 +68,6 @@ std::string load_token(const std::string& env_var, const std::string& file) {
   if (line.empty()) throw std::runtime_error("token file '" + file + "' is empty (first line)");
   return line;
 }
-
-#if defined(PULSE_HAVE_HTTPLIB)
 
 namespace {
 
@@ -615,61 +610,5 @@ HttpClientStats PatchClient::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->stats;
 }
-
-#else  // !PULSE_HAVE_HTTPLIB
-
-namespace {
-[[noreturn]] void no_httplib() {
-  throw std::runtime_error(
-      "HTTP transport unavailable: pulse_sync was built without linking cpp-httplib (add "
-      "pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib), link PkgConfig::HTTPLIB to "
-      "pulse_sync "
-      "and define PULSE_HAVE_HTTPLIB)");
-}
-}  // namespace
-
-struct PatchServer::Impl {};
-PatchServer::PatchServer(VersionStore&, HttpServerOptions) {
-  no_httplib();
-}
-PatchServer::~PatchServer() = default;
-void PatchServer::start() {
-  no_httplib();
-}
-int PatchServer::port() const {
-  return 0;
-}
-std::string PatchServer::url() const {
-  return "";
-}
-void PatchServer::stop() {}
-void PatchServer::inject_truncation(int) {}
-void PatchServer::inject_corruption(int) {}
-HttpServerStats PatchServer::stats() const {
-  return {};
-}
-
-struct PatchClient::Impl {};
-PatchClient::PatchClient(HttpClientOptions) {
-  no_httplib();
-}
-PatchClient::~PatchClient() = default;
-VersionHead PatchClient::head() {
-  no_httplib();
-}
-std::vector<uint8_t> PatchClient::patch(uint64_t, uint64_t) {
-  no_httplib();
-}
-std::vector<uint8_t> PatchClient::anchor(uint64_t) {
-  no_httplib();
-}
-void PatchClient::confirm(const std::string&, uint64_t, uint64_t) {
-  no_httplib();
-}
-HttpClientStats PatchClient::stats() const {
-  return {};
-}
-
-#endif  // PULSE_HAVE_HTTPLIB
 
 }  // namespace pulse::sync
