@@ -80,8 +80,15 @@ std::string error_json(const std::string& message) {
   return json{{"error", message}}.dump();
 }
 
+/// The message goes in the body and in X-Pulse-Error: httplib applies a request's Range to error bodies
+/// too, so a resuming client may only see the header.
 void set_error(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
+  std::string header = message.substr(0, 1000);
+  for (char& c : header) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  res.set_header("X-Pulse-Error", header);
   res.set_content(error_json(message), "application/json");
 }
 
@@ -508,11 +515,12 @@ struct PatchClient::Impl {
       ++stats.requests;
       int status = 0;
       bool accept = false;
-      std::string error_body;
+      std::string error_body, error_header;
       auto res = cli->Get(
           path, headers,
           [&](const httplib::Response& r) {
             status = r.status;
+            error_header = r.get_header_value("X-Pulse-Error");
             accept = false;
             if (status == 200) {
               body.clear();
@@ -554,7 +562,7 @@ struct PatchClient::Impl {
           path = original;  // the pinned anchor was retired meanwhile: take the newest again
           body.clear();
         } else {
-          fail(status, "GET " + path, error_body);
+          fail(status, "GET " + path, error_header.empty() ? error_body : error_json(error_header));
         }
       }
       last = res ? "HTTP " + std::to_string(status) +

@@ -222,6 +222,18 @@ TEST_CASE("patch and anchor bodies honour Range requests", "[sync][http]") {
   CHECK(full->get_header_value("X-Pulse-Version") == "5");
   CHECK(full->get_header_value("ETag") == res->get_header_value("ETag"));
   CHECK(full->body == std::string(anchor->begin(), anchor->end()));
+
+  // httplib applies a resuming request's Range to error bodies too (here: 416, empty body); the message
+  // still travels in X-Pulse-Error, and the plain request gets the real status.
+  auto ranged_missing = raw.Get("/v1/anchor/3", h);
+  REQUIRE(ranged_missing);
+  CHECK(ranged_missing->status >= 400);
+  CHECK_THAT(ranged_missing->get_header_value("X-Pulse-Error"),
+             Catch::Contains("no anchor stored for version 3"));
+  auto missing = raw.Get("/v1/anchor/3", bearer(kToken));
+  REQUIRE(missing);
+  CHECK(missing->status == 404);
+  CHECK_THAT(missing->body, Catch::StartsWith("{\"error\":\"no anchor stored for version 3"));
 }
 
 TEST_CASE("a truncated transfer is retried and resumed with Range", "[sync][http]") {
