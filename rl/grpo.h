@@ -45,6 +45,8 @@ struct GrpoConfig {
   double tis_cap = 2.0;                 ///< cap C of the TIS weight min(pi_old/pi_sampler, C); 0 = off
   int64_t micro_batch = 8;              ///< rollouts per forward/backward
   bool mask_truncated = false;          ///< drop truncated responses from the loss (DAPO overlong filtering)
+  double temperature = 1.0;             ///< logits are divided by this before log-probs, as the sampler did
+                                        ///< (set it to the rollout temperature so pi_old matches pi_sampler)
   bool recompute_old_logprobs = true;   ///< false: pi_old = detached current log-probs (same values when one
                                         ///< step per batch; saves one forward pass per rollout)
 

@@ -1,0 +1,81 @@
+// The GRPO/DAPO clipped surrogate with TIS weights and the k3 KL penalty (rl/grpo.h).
+#include <cmath>
+#include <stdexcept>
+
+#include "rl/grpo.h"
+
+namespace pulse::rl {
+
+namespace {
+void require(bool ok, const char* field, const char* why) {
+  if (!ok) throw std::invalid_argument(std::string("grpo.") + field + ": " + why);
+}
+}  // namespace
+
+void GrpoConfig::validate() const {
+  require(eps_low >= 0 && eps_low < 1, "eps_low", "must be in [0, 1)");
+  require(eps_high >= 0, "eps_high", "must be >= 0");
+  require(adv_eps >= 0, "adv_eps", "must be >= 0");
+  require(loss_agg == "token_mean" || loss_agg == "seq_mean" || loss_agg == "constant", "loss_agg",
+          "must be token_mean, seq_mean or constant");
+  require(constant_normalizer > 0, "constant_normalizer", "must be > 0");
+  require(kl_coef >= 0, "kl_coef", "must be >= 0");
+  require(tis_cap >= 0, "tis_cap", "must be >= 0 (0 = off)");
+  require(micro_batch >= 1, "micro_batch", "must be >= 1");
+  require(temperature > 0, "temperature", "must be > 0");
+}
+
+PolicyLoss grpo_policy_loss(const at::Tensor& logp_new, const at::Tensor& logp_old,
+                            const at::Tensor& logp_sampler, const at::Tensor& logp_ref,
+                            const at::Tensor& advantages, const at::Tensor& mask, const GrpoConfig& cfg,
+                            double batch_tokens, double batch_seqs) {
+  if (logp_new.dim() != 2 || logp_old.sizes() != logp_new.sizes() || mask.sizes() != logp_new.sizes() ||
+      advantages.dim() != 1 || advantages.size(0) != logp_new.size(0)) {
+    throw std::invalid_argument("grpo_policy_loss: expected logp_new/logp_old/mask [B,T] and advantages [B]");
+  }
+  if (batch_tokens <= 0 || batch_seqs <= 0) throw std::invalid_argument("grpo_policy_loss: empty batch");
+  const auto on = mask > 0;
+  const auto zero = torch::zeros({}, logp_new.options());
+  // Padding slots may hold garbage log-probs: zero them before any exp so that 0 * inf never happens.
+  const auto lp_new = torch::where(on, logp_new, zero);
+  const auto lp_old = torch::where(on, logp_old.detach(), zero);
+  const auto adv = advantages.to(logp_new.scalar_type()).unsqueeze(1);
+
+  const auto ratio = torch::exp(lp_new - lp_old);
+  const auto surr1 = ratio * adv;
+  const auto surr2 = torch::clamp(ratio, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high) * adv;
+  auto term = -torch::min(surr1, surr2);
+
+  PolicyLoss out;
+  out.tokens = mask.sum().item<double>();
+  out.clipped_tokens = ((surr2 < surr1) & on).sum().item<double>();
+  if (cfg.tis_cap > 0 && logp_sampler.defined()) {
+    // TIS: the sampler (another engine, other kernels, BF16 weights) is not exactly pi_old; reweight by the
+    // truncated ratio pi_old/pi_sampler so the gradient stays that of pi_old's expectation.
+    const auto lp_s = torch::where(on, logp_sampler.detach(), zero);
+    const auto raw = torch::exp(lp_old - lp_s);
+    out.tis_clipped_tokens = ((raw > cfg.tis_cap) & on).sum().item<double>();
+    out.mismatch_sum = ((lp_old - lp_s).abs() * mask).sum().item<double>();
+    term = term * torch::clamp_max(raw, cfg.tis_cap);
+  } else if (logp_sampler.defined()) {
+    out.mismatch_sum = ((lp_old - torch::where(on, logp_sampler, zero)).abs() * mask).sum().item<double>();
+  }
+  if (cfg.kl_coef > 0 && logp_ref.defined()) {
+    // k3 = r - log r - 1 with r = pi_ref/pi: unbiased for KL(pi || pi_ref), always >= 0 (Schulman 2020).
+    const auto d = torch::where(on, logp_ref.detach(), zero) - lp_new;
+    const auto k3 = torch::exp(d) - d - 1;
+    out.kl_sum = (k3.detach() * mask).sum().item<double>();
+    term = term + cfg.kl_coef * k3;
+  }
+  const auto masked = term * mask;
+  if (cfg.loss_agg == "token_mean") {
+    out.loss = masked.sum() / batch_tokens;
+  } else if (cfg.loss_agg == "seq_mean") {
+    out.loss = (masked.sum(1) / mask.sum(1).clamp_min(1)).sum() / batch_seqs;
+  } else {
+    out.loss = masked.sum() / (cfg.constant_normalizer * batch_seqs);
+  }
+  return out;
+}
+
+}  // namespace pulse::rl
