@@ -37,6 +37,7 @@ class GapEncoder {
     }
     tail_.push_back(static_cast<uint8_t>(gap));
   }
+  void reserve(size_t changes) { head_.reserve(changes); }
   size_t bytes() const { return head_.size() + tail_.size(); }
   size_t count() const { return head_.size(); }
   /// Appends head then tail to `out`.

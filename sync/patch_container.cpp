@@ -5,6 +5,8 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -37,6 +39,28 @@ size_t compress_literals_only(ZSTD_CCtx* cctx, const uint8_t* src, size_t size, 
   return ZSTD_isError(n) ? 0 : n;
 }
 
+// Pieces at least this long are compressed once (by entropy), shorter ones both ways.
+constexpr size_t kTryBothBytes = 256 << 10;
+
+/// Order-0 entropy of the bytes in bits per byte.
+double entropy_bits_per_byte(const uint8_t* p, size_t n) {
+  uint64_t hist[4][256] = {};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    ++hist[0][p[i]];
+    ++hist[1][p[i + 1]];
+    ++hist[2][p[i + 2]];
+    ++hist[3][p[i + 3]];
+  }
+  for (; i < n; ++i) ++hist[0][p[i]];
+  double bits = 0;
+  for (int s = 0; s < 256; ++s) {
+    const double c = static_cast<double>(hist[0][s] + hist[1][s] + hist[2][s] + hist[3][s]);
+    if (c > 0) bits -= c * std::log2(c / n);
+  }
+  return bits / n;
+}
+
 // Streams shorter than this share a frame with the next one (a frame costs ~6-12 bytes).
 constexpr size_t kMinFrameBytes = 4096;
 
@@ -57,12 +81,29 @@ std::vector<uint8_t> compress_chunk(const uint8_t* src, size_t size, const std::
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     const uint8_t* p = src + bounds[i];
     const size_t n = bounds[i + 1] - bounds[i];
-    a.resize(ZSTD_compressBound(n));
-    ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
-    const size_t na = ZSTD_compressCCtx(cctx.get(), a.data(), a.size(), p, n, level);
-    if (ZSTD_isError(na)) throw PatchError(std::string("zstd compression failed: ") + ZSTD_getErrorName(na));
-    b.resize(ZSTD_compressBound(n) + 64);
-    const size_t nb = compress_literals_only(cctx.get(), p, n, level, b.data(), b.size());
+    // Big pieces: one compression, chosen by the order-0 entropy. Huffman cannot code a byte below one
+    // bit, so near-constant streams (high value planes, varint tails) need zstd's matches; the rest is
+    // coded best without them. Small pieces: try both, keep the smaller.
+    const double bits = n >= kTryBothBytes ? entropy_bits_per_byte(p, n) : -1;
+    size_t na = SIZE_MAX, nb = 0;
+    if (bits < 1.0) {
+      a.resize(ZSTD_compressBound(n));
+      ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
+      na = ZSTD_compressCCtx(cctx.get(), a.data(), a.size(), p, n, level);
+      if (ZSTD_isError(na))
+        throw PatchError(std::string("zstd compression failed: ") + ZSTD_getErrorName(na));
+    }
+    if (bits < 0 || bits >= 1.0) {
+      b.resize(ZSTD_compressBound(n) + 64);
+      nb = compress_literals_only(cctx.get(), p, n, level, b.data(), b.size());
+      if (nb == 0 && na == SIZE_MAX) {  // literal-only refused: fall back to a normal frame
+        a.resize(ZSTD_compressBound(n));
+        ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
+        na = ZSTD_compressCCtx(cctx.get(), a.data(), a.size(), p, n, level);
+        if (ZSTD_isError(na))
+          throw PatchError(std::string("zstd compression failed: ") + ZSTD_getErrorName(na));
+      }
+    }
     if (nb && nb < na)
       out.insert(out.end(), b.begin(), b.begin() + nb);
     else

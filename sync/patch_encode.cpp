@@ -45,39 +45,42 @@ template <typename U>
 void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, GapEncoder& gaps,
                  std::vector<U>& values, XxhState* base_hash, XxhState& target_hash) {
   constexpr size_t w = sizeof(U);
-  constexpr uint64_t kLaneMask = w == 8 ? ~0ull : ((1ull << (8 * w)) - 1);
+  constexpr size_t kGroupElems = 32 / w;
   const uint64_t block_elems = kScanBlockBytes / w;
-  auto emit = [&](uint64_t pos) {
-    const U a = load_le<U>(base + pos * w);
-    const U b = load_le<U>(target + pos * w);
-    gaps.add(pos);
-    values.push_back(delta ? static_cast<U>(b - a) : b);
-  };
+  std::vector<uint32_t> hits(block_elems);  // changed offsets inside the block
   for (uint64_t start = 0; start < n; start += block_elems) {
     const uint64_t cnt = std::min(block_elems, n - start);
     const uint8_t* a = base + start * w;
     const uint8_t* b = target + start * w;
-    const size_t nbytes = cnt * w;
-    size_t i = 0;
-    // 32 bytes per step: most steps are four equal words and cost one branch.
-    for (; i + 32 <= nbytes; i += 32) {
-      uint64_t x[4];
-      for (int j = 0; j < 4; ++j) x[j] = load_le<uint64_t>(a + i + 8 * j) ^ load_le<uint64_t>(b + i + 8 * j);
-      if ((x[0] | x[1] | x[2] | x[3]) == 0) continue;
-      for (int j = 0; j < 4; ++j) {
-        uint64_t d = x[j];
-        const uint64_t elem0 = start + (i + 8 * j) / w;
-        while (d) {
-          const int lane = __builtin_ctzll(d) / (8 * w);
-          emit(elem0 + lane);
-          d &= ~(kLaneMask << (8 * w * lane));
-        }
+    size_t k = 0, e = 0;
+    // 32 bytes per step: equal groups cost one well-predicted branch; a group with changes is compacted
+    // without branches (at a few % density the per-element branches would mispredict constantly).
+    for (; e + kGroupElems <= cnt; e += kGroupElems) {
+      const uint8_t* pa = a + e * w;
+      const uint8_t* pb = b + e * w;
+      const uint64_t x = (load_le<uint64_t>(pa) ^ load_le<uint64_t>(pb)) |
+                         (load_le<uint64_t>(pa + 8) ^ load_le<uint64_t>(pb + 8)) |
+                         (load_le<uint64_t>(pa + 16) ^ load_le<uint64_t>(pb + 16)) |
+                         (load_le<uint64_t>(pa + 24) ^ load_le<uint64_t>(pb + 24));
+      if (x == 0) continue;
+      for (size_t l = 0; l < kGroupElems; ++l) {
+        hits[k] = static_cast<uint32_t>(e + l);
+        k += load_le<U>(pa + l * w) != load_le<U>(pb + l * w);
       }
     }
-    for (; i < nbytes; i += w)
-      if (load_le<U>(a + i) != load_le<U>(b + i)) emit(start + i / w);
-    if (base_hash) base_hash->update(a, nbytes);
-    target_hash.update(b, nbytes);
+    for (; e < cnt; ++e) {
+      hits[k] = static_cast<uint32_t>(e);
+      k += load_le<U>(a + e * w) != load_le<U>(b + e * w);
+    }
+    for (size_t j = 0; j < k; ++j) {
+      const uint64_t off = hits[j];
+      const U va = load_le<U>(a + off * w);
+      const U vb = load_le<U>(b + off * w);
+      gaps.add(start + off);
+      values.push_back(delta ? static_cast<U>(vb - va) : vb);
+    }
+    if (base_hash) base_hash->update(a, cnt * w);
+    target_hash.update(b, cnt * w);
   }
 }
 
@@ -89,6 +92,8 @@ void encode_tensor_typed(const TensorView& base, const TensorView& target, bool 
   std::unique_ptr<XxhState> base_hash;
   GapEncoder gaps;
   std::vector<U> values;
+  values.reserve(std::min<uint64_t>(n, n / 32 + 1024));  // ~3%; grows when denser
+  gaps.reserve(std::min<uint64_t>(n, n / 32 + 1024));
   if (!anchor) {
     base_hash = std::make_unique<XxhState>();
     scan_tensor<U>(base.data, target.data, n, delta, gaps, values, base_hash.get(), target_hash);
