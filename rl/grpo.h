@@ -108,7 +108,9 @@ struct GrpoStepStats {
 /// equal `group`), a no-grad pass for pi_old (and the reference), then micro-batches of cfg.micro_batch
 /// rollouts (sorted by length to limit padding) each doing forward + backward + opt.accumulate_grads(), then
 /// opt.step(). Rollouts with advantage 0 are skipped when kl_coef == 0 (their gradient is exactly 0) but
-/// still count in the normalizers. Throws std::invalid_argument on uneven groups or empty responses.
+/// still count in the normalizers. A batch whose groups all have zero variance still takes the optimizer
+/// step (zero gradient; Adam's moments keep moving the weights), so the step count tracks the batch count.
+/// Throws std::invalid_argument on uneven groups or empty responses.
 GrpoStepStats grpo_step(model::TransformerImpl& policy, MasterAdam& opt, const std::vector<Rollout>& rollouts,
                         const GrpoConfig& cfg, model::TransformerImpl* reference = nullptr);
 
