@@ -1,9 +1,6 @@
 // pulse: the single binary. Subcommands are wired in app/cli.cpp (see `pulse --help`).
-#include <cstdio>
+#include "app/cli.h"
 
 int main(int argc, char** argv) {
-  (void)argc;
-  (void)argv;
-  std::puts("pulse: no subcommands yet");
-  return 1;
+  return pulse::app::run_cli(argc, argv);
 }

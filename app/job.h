@@ -1,0 +1,41 @@
+// The roles behind `pulse run`, `pulse trainer`, `pulse worker` and `pulse eval`.
+//
+// `pulse run` = one trainer + run.workers inference workers as threads of one process; they talk over
+// loopback HTTP exactly as `pulse trainer` and `pulse worker --trainer URL` processes on different machines
+// do (app/control.h: jobs and rollouts; sync/transport_http.h: PULSESync patches).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace pulse::app {
+
+/// Options of `pulse run` / `pulse trainer` / `pulse eval`.
+struct JobOptions {
+  std::string config_path;             ///< TOML config ("" with resume_dir: RUN_DIR/config.toml)
+  std::vector<std::string> overrides;  ///< --set section.key=value
+  std::string resume_dir;              ///< --resume RUN_DIR
+  bool quiet = false;                  ///< no progress bar, warnings only
+  bool log_json = false;               ///< one JSON line per step on stdout
+  bool in_process_workers = true;      ///< false for `pulse trainer` (workers connect from outside)
+};
+
+/// `pulse run` / `pulse trainer`: the whole job (tokenizer, model, SFT, Pass@1 before, GRPO steps with
+/// PULSESync to the workers, Pass@1 after, summary + report). Returns the process exit code.
+int run_job(const JobOptions& options);
+
+/// Options of `pulse worker`.
+struct WorkerOptions {
+  std::string trainer_url;  ///< http://HOST:PORT of the trainer's control server
+  std::string token;        ///< bearer token ("" = PULSE_TOKEN env var)
+  std::string worker_id;    ///< "" = hostname-pid
+  int threads = 0;          ///< LibTorch threads (0 = LibTorch's default)
+};
+
+/// `pulse worker`: registers with the trainer, then loops: sync weights to the job's version, generate and
+/// grade rollouts, post them; until the trainer says stop. Returns the process exit code.
+int worker_main(const WorkerOptions& options);
+
+/// `pulse eval`: Pass@1 of a model (model.path, or a fresh seeded one) on the config's held-out problems.
+int eval_job(const JobOptions& options);
+
+}  // namespace pulse::app

@@ -1,0 +1,127 @@
+#include "app/run_files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "sync/atomic_file.h"
+
+namespace pulse::app {
+
+std::string resolve_run_dir(const std::string& dir, const std::string& name) {
+  if (!dir.empty()) return dir;
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return "runs/" + name + "-" + buf;
+}
+
+MetricsLog::MetricsLog(std::string path) : path_(std::move(path)) {}
+
+void MetricsLog::append(const nlohmann::json& row) {
+  std::string line = row.dump() + "\n";
+  int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(path_ + ": cannot open for append: " + std::strerror(errno));
+  size_t done = 0;
+  while (done < line.size()) {
+    ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      throw std::runtime_error(path_ + ": write failed: " + std::strerror(e));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::vector<nlohmann::json> MetricsLog::read(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open metrics file");
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(line);
+  std::vector<nlohmann::json> rows;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    try {
+      rows.push_back(nlohmann::json::parse(lines[i]));
+    } catch (const nlohmann::json::exception& e) {
+      if (i + 1 == lines.size()) break;  // torn last line of a killed run
+      throw std::runtime_error(path + ":" + std::to_string(i + 1) + ": bad JSON line: " + e.what());
+    }
+  }
+  return rows;
+}
+
+void MetricsLog::truncate_before_step(const std::string& path, int64_t step) {
+  std::string out;
+  std::ifstream probe(path);
+  if (probe) {
+    for (const auto& row : read(path))
+      if (row.value("step", int64_t{0}) < step) out += row.dump() + "\n";
+  }
+  sync::write_file_atomic(path, out);
+}
+
+nlohmann::json Summary::to_json() const {
+  return nlohmann::json{{"steps", steps},
+                        {"pass_at_1_before", pass_at_1_before},
+                        {"pass_at_1_after", pass_at_1_after},
+                        {"reward_first", reward_first},
+                        {"reward_last", reward_last},
+                        {"mean_changed_fraction", mean_changed_fraction},
+                        {"patch_bytes_total", patch_bytes_total},
+                        {"dense_bytes_total", dense_bytes_total},
+                        {"compression_ratio", compression_ratio},
+                        {"bit_identical_every_step", bit_identical_every_step},
+                        {"workers", workers},
+                        {"wall_seconds", wall_seconds}};
+}
+
+Summary summarize(const std::vector<nlohmann::json>& rows) {
+  Summary s;
+  s.steps = static_cast<int64_t>(rows.size());
+  s.bit_identical_every_step = !rows.empty();
+  double changed_sum = 0;
+  for (const auto& r : rows) {
+    changed_sum += r.value("changed_fraction", 0.0);
+    s.patch_bytes_total += r.value("patch_bytes", uint64_t{0});
+    s.dense_bytes_total += r.value("dense_bytes", uint64_t{0});
+    s.bit_identical_every_step = s.bit_identical_every_step && r.value("bit_identical", false);
+  }
+  if (!rows.empty()) {
+    s.reward_first = rows.front().value("reward_mean", 0.0);
+    s.reward_last = rows.back().value("reward_mean", 0.0);
+    s.mean_changed_fraction = changed_sum / static_cast<double>(rows.size());
+  }
+  s.compression_ratio = s.patch_bytes_total > 0 ? static_cast<double>(s.dense_bytes_total) /
+                                                      static_cast<double>(s.patch_bytes_total)
+                                                : 0;
+  return s;
+}
+
+void write_json_atomic(const std::string& path, const nlohmann::json& j) {
+  sync::write_file_atomic(path, j.dump(2) + "\n");
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::string text = sync::read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": bad JSON: " + e.what());
+  }
+}
+
+}  // namespace pulse::app

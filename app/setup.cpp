@@ -1,0 +1,156 @@
+#include "app/setup.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+#include "model/checkpoint.h"
+#include "model/default_config.h"
+#include "rl/datasets.h"
+#include "rl/sft.h"
+#include "rl/split.h"
+#include "rl/synthetic.h"
+
+namespace fs = std::filesystem;
+
+namespace pulse::app {
+
+uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b) {
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(mix(seed) ^ a) ^ b);
+}
+
+ProblemSets load_problems(const Config& config) {
+  const auto& d = config.data;
+  auto load_file = [&](const std::string& path) -> std::vector<rl::Problem> {
+    if (!fs::exists(path))
+      throw std::runtime_error("data: file '" + path + "' not found (key data.path / data.eval_path)");
+    if (d.task == "math") return rl::load_math_jsonl(path);
+    if (d.task == "mbpp") return rl::load_mbpp_jsonl(path);
+    return rl::load_gsm8k_jsonl(path);
+  };
+  std::vector<rl::Problem> all;
+  if (d.task == "synthetic_math") {
+    all = rl::synthetic_math(d.n_problems, static_cast<uint64_t>(d.seed), static_cast<int>(d.max_level));
+  } else if (d.task == "synthetic_code") {
+    all = rl::synthetic_code(d.n_problems, static_cast<uint64_t>(d.seed));
+  } else if (!d.path.empty()) {
+    all = load_file(d.path);
+  }
+  ProblemSets sets;
+  if (!d.eval_path.empty()) {
+    sets.train = std::move(all);
+    sets.held_out = load_file(d.eval_path);
+  } else {
+    auto split = rl::split_problems(std::move(all), d.held_out_fraction, static_cast<uint64_t>(d.seed));
+    sets.train = std::move(split.train);
+    sets.held_out = std::move(split.held_out);
+  }
+  if (config.eval.max_problems > 0 && static_cast<int64_t>(sets.held_out.size()) > config.eval.max_problems)
+    sets.held_out.resize(static_cast<size_t>(config.eval.max_problems));
+  return sets;
+}
+
+std::unique_ptr<model::Tokenizer> prepare_tokenizer(const Config& config, const ProblemSets& problems,
+                                                    const std::string& trained_path, std::string* path_used) {
+  std::string path = config.tokenizer.path;
+  if (path.empty()) {
+    path = trained_path;
+    if (!fs::exists(path)) {
+      if (problems.train.empty()) throw std::runtime_error("tokenizer: no train problems to train it on");
+      std::vector<std::string> lines;
+      lines.reserve(problems.train.size() * 2);
+      for (const auto& p : problems.train) {
+        lines.push_back(p.question);
+        lines.push_back(rl::sft_target(p));
+      }
+      model::train_sentencepiece_bpe(lines, static_cast<int>(config.tokenizer.vocab_size), path,
+                                     derive_seed(static_cast<uint64_t>(config.run.seed), 99));
+    }
+  } else if (!fs::exists(path)) {
+    throw std::runtime_error("tokenizer.path: '" + path + "' not found");
+  }
+  if (path_used) *path_used = path;
+  return model::load_tokenizer(path);
+}
+
+model::ModelConfig model_config_for(const Config& config, const model::Tokenizer& tok) {
+  if (!config.model.path.empty()) return model::ModelConfig::from_hf_json(config.model.path);
+  model::ModelConfig mc;
+  if (config.model.config.empty()) {
+    mc = model::tiny_llama_config();
+  } else {
+    if (!fs::exists(config.model.config))
+      throw std::runtime_error("model.config: '" + config.model.config + "' not found");
+    mc = model::ModelConfig::from_hf_json(config.model.config);
+  }
+  mc.vocab_size = tok.vocab_size();
+  if (tok.bos_id() >= 0) mc.bos_token_id = tok.bos_id();
+  if (tok.eos_id() >= 0) mc.eos_token_id = tok.eos_id();
+  return mc;
+}
+
+torch::Dtype compute_dtype(const Config& config) {
+  return config.model.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+}
+
+model::Transformer build_model(const Config& config, const model::ModelConfig& mc) {
+  if (!config.model.path.empty()) return model::load_hf_model(config.model.path, compute_dtype(config));
+  torch::manual_seed(derive_seed(static_cast<uint64_t>(config.run.seed), kSeedInit));
+  return model::Transformer(mc, compute_dtype(config));
+}
+
+std::vector<int64_t> step_prompt_indices(int64_t n_train, int64_t prompts_per_step, uint64_t seed,
+                                         int64_t step) {
+  if (n_train <= 0) throw std::invalid_argument("no train problems");
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(prompts_per_step));
+  int64_t cached_epoch = -1;
+  std::vector<int64_t> perm(static_cast<size_t>(n_train));
+  for (int64_t j = step * prompts_per_step; j < (step + 1) * prompts_per_step; ++j) {
+    int64_t epoch = j / n_train;
+    if (epoch != cached_epoch) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::mt19937_64 rng(derive_seed(seed, kSeedPrompts, static_cast<uint64_t>(epoch)));
+      // Fisher-Yates with our own draws: std::shuffle's use of the engine is implementation-defined.
+      for (int64_t i = n_train - 1; i > 0; --i)
+        std::swap(perm[i], perm[rng() % static_cast<uint64_t>(i + 1)]);
+      cached_epoch = epoch;
+    }
+    out.push_back(perm[static_cast<size_t>(j % n_train)]);
+  }
+  return out;
+}
+
+void set_model_weights(model::TransformerImpl& model, const std::vector<sync::TensorView>& weights) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, const sync::TensorView*> by_name;
+  for (const auto& w : weights) by_name[w.name] = &w;
+  size_t used = 0;
+  for (auto& item : model.named_parameters(true)) {
+    auto it = by_name.find(item.key());
+    if (it == by_name.end())
+      throw std::runtime_error("weights: no tensor for parameter '" + item.key() + "'");
+    const sync::TensorView& w = *it->second;
+    torch::Tensor param = item.value();
+    if (w.dtype != sync::DType::BF16 ||
+        std::vector<int64_t>(param.sizes().begin(), param.sizes().end()) != w.shape)
+      throw std::runtime_error("weights: tensor '" + w.name + "' has the wrong dtype or shape");
+    auto src = torch::from_blob(const_cast<uint8_t*>(w.data), w.shape, torch::kBFloat16);
+    param.copy_(src);
+    ++used;
+  }
+  if (used != by_name.size())
+    throw std::runtime_error("weights: " + std::to_string(by_name.size() - used) +
+                             " tensors match no parameter");
+}
+
+}  // namespace pulse::app

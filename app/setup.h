@@ -1,0 +1,65 @@
+// Building a run's pieces from its Config: problems, tokenizer, model, prompt template, and the seeds
+// every RNG is derived from. Shared by `pulse run`, `pulse trainer` and `pulse eval`.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/config.h"
+#include "model/config.h"
+#include "model/tokenizer.h"
+#include "model/transformer.h"
+#include "rl/problem.h"
+#include "sync/tensor_view.h"
+
+namespace pulse::app {
+
+/// splitmix64 of (seed, a, b): independent seeds for (run seed, purpose, step), so that no random stream
+/// depends on what ran before it (resume reproduces an uninterrupted run).
+uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b = 0);
+
+/// Purposes mixed into derive_seed.
+enum SeedPurpose : uint64_t {
+  kSeedInit = 1,
+  kSeedSft = 2,
+  kSeedRollout = 3,
+  kSeedPrompts = 4,
+  kSeedEval = 5
+};
+
+/// Train problems and the held-out split (capped at eval.max_problems).
+struct ProblemSets {
+  std::vector<rl::Problem> train, held_out;
+};
+
+/// Synthetic problems (data.task synthetic_*) or a dataset file, split by data.held_out_fraction (or
+/// data.eval_path as the held-out set). Throws std::runtime_error naming the file or key.
+ProblemSets load_problems(const Config& config);
+
+/// The tokenizer: tokenizer.path, or a SentencePiece BPE trained on the train problems' questions and SFT
+/// targets, written to `trained_path` (reused when that file already exists: resume). Returns the path used
+/// in `path_used`.
+std::unique_ptr<model::Tokenizer> prepare_tokenizer(const Config& config, const ProblemSets& problems,
+                                                    const std::string& trained_path, std::string* path_used);
+
+/// model.config (or the embedded tiny Llama when it is "") with vocab_size, bos and eos set from the
+/// tokenizer when the model is fresh (model.path = "").
+model::ModelConfig model_config_for(const Config& config, const model::Tokenizer& tok);
+
+/// kBFloat16 or kFloat32 from model.dtype.
+torch::Dtype compute_dtype(const Config& config);
+
+/// A fresh model initialised from derive_seed(run.seed, kSeedInit), or model.path's weights.
+model::Transformer build_model(const Config& config, const model::ModelConfig& mc);
+
+/// The train problem indices of GRPO step `step`: P consecutive entries of an endless stream of seeded
+/// epoch permutations of [0, n_train), P = prompts_per_step. Depends only on (seed, step).
+std::vector<int64_t> step_prompt_indices(int64_t n_train, int64_t prompts_per_step, uint64_t seed,
+                                         int64_t step);
+
+/// Copies BF16 bit patterns (HF names) into the model's parameters (converted to its compute dtype, which
+/// is exact for FP32). Throws std::runtime_error on a missing/extra name or a shape or dtype mismatch.
+void set_model_weights(model::TransformerImpl& model, const std::vector<sync::TensorView>& weights);
+
+}  // namespace pulse::app

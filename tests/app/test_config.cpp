@@ -1,0 +1,83 @@
+// Config: defaults round-trip, unknown keys and bad values are errors naming the key and file, --set.
+#include <catch2/catch.hpp>
+
+#include "app/config.h"
+#include "tests/test_paths.h"
+
+using pulse::app::Config;
+using pulse::app::ConfigError;
+using pulse::app::parse_config;
+
+namespace {
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(text, "configs/x.toml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("printed defaults parse back to the same config", "[app][config]") {
+  Config defaults;
+  std::string text = pulse::app::to_toml(defaults);
+  Config back = parse_config(text, "defaults.toml");
+  CHECK(pulse::app::to_toml(back) == text);
+  CHECK(back.rl.group_size == defaults.rl.group_size);
+  CHECK(back.optimizer.lr == defaults.optimizer.lr);
+  // Every key appears in the printed text.
+  for (const auto& key : pulse::app::config_keys()) {
+    auto dot = key.find('.');
+    CHECK(text.find("\n" + key.substr(dot + 1) + " = ") != std::string::npos);
+  }
+}
+
+TEST_CASE("a typo in a key fails naming the key, the file and a suggestion", "[app][config]") {
+  std::string msg = error_of("[rl]\ngrup_size = 4\n");
+  CHECK(msg.find("configs/x.toml") != std::string::npos);
+  CHECK(msg.find("unknown key 'rl.grup_size'") != std::string::npos);
+  CHECK(msg.find("did you mean 'group_size'") != std::string::npos);
+  CHECK(error_of("[optimiser]\nlr = 1e-3\n").find("unknown section 'optimiser'") != std::string::npos);
+  CHECK(error_of("[optimiser]\nlr = 1e-3\n").find("did you mean 'optimizer'") != std::string::npos);
+}
+
+TEST_CASE("bad values name the key", "[app][config]") {
+  CHECK(error_of("[rl]\ngroup_size = 1\n").find("'rl.group_size' must be >= 2") != std::string::npos);
+  CHECK(error_of("[rl]\ngroup_size = \"eight\"\n").find("'rl.group_size' must be an integer") !=
+        std::string::npos);
+  CHECK(error_of("[optimizer]\nschedule = \"linear\"\n").find("'optimizer.schedule' must be one of") !=
+        std::string::npos);
+  CHECK(error_of("[optimizer]\nlr = -1.0\n").find("'optimizer.lr'") != std::string::npos);
+  CHECK(error_of("[run]\nworkers = 0\n").find("'run.workers'") != std::string::npos);
+  CHECK(error_of("[data]\ntask = \"math\"\n").find("'data.path'") != std::string::npos);
+  // A TOML syntax error names the file and line.
+  CHECK(error_of("[rl]\nsteps = = 3\n").find("configs/x.toml:2") != std::string::npos);
+}
+
+TEST_CASE("integers are accepted for float fields", "[app][config]") {
+  Config c = parse_config("[rl]\ntemperature = 1\n", "x.toml");
+  CHECK(c.rl.temperature == 1.0);
+}
+
+TEST_CASE("--set overrides file values and is validated", "[app][config]") {
+  Config c = parse_config("[rl]\nsteps = 3\n", "x.toml",
+                          {"rl.steps=7", "optimizer.lr=0.25", "run.name=abc", "eval.before=false"});
+  CHECK(c.rl.steps == 7);
+  CHECK(c.optimizer.lr == 0.25);
+  CHECK(c.run.name == "abc");
+  CHECK_FALSE(c.eval.before);
+  CHECK(error_of("", {"rl.stepz=3"}).find("unknown key 'rl.stepz'") != std::string::npos);
+  CHECK(error_of("", {"rl.steps=three"}).find("'rl.steps' must be an integer") != std::string::npos);
+  CHECK(error_of("", {"rl.group_size=1"}).find("'rl.group_size' must be >= 2") != std::string::npos);
+  CHECK(error_of("", {"eval.after=yes"}).find("'eval.after' must be a boolean") != std::string::npos);
+  CHECK(error_of("", {"steps"}).find("expected section.key=value") != std::string::npos);
+}
+
+TEST_CASE("the shipped configs load", "[app][config]") {
+  for (const char* name : {"configs/default.toml", "configs/math500-eval.toml", "configs/mbpp-tiny.toml"}) {
+    INFO(name);
+    Config c = pulse::app::load_config(pulse::test::source_path(name));
+    CHECK(c.run.workers >= 1);
+  }
+}

@@ -1,0 +1,239 @@
+// End to end: a tiny `pulse run` (SFT, Pass@1, GRPO with 2 workers over loopback HTTP), its run directory,
+// resume after kill -9, and CLI errors. Tiny dims so that the whole file stays around a minute on 2 cores.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "app/job.h"
+#include "app/run_files.h"
+#include "sync/atomic_file.h"
+#include "tests/test_paths.h"
+
+extern char** environ;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  auto p = fs::temp_directory_path() / ("pulse-test-run-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+/// A 2-layer, 64-wide Llama and a short run: 4 GRPO steps, checkpoints every 2.
+std::string write_tiny_config(const std::string& dir) {
+  pulse::sync::write_file_atomic(dir + "/tiny.json", R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 272, "hidden_size": 64,
+  "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": true,
+  "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"})");
+  std::string cfg = dir + "/tiny.toml";
+  pulse::sync::write_file_atomic(cfg, "[model]\nconfig = \"" + dir + "/tiny.json\"\n" + R"(
+[tokenizer]
+vocab_size = 272
+[data]
+task = "synthetic_math"
+n_problems = 300
+max_level = 1
+held_out_fraction = 0.1
+[sft]
+steps = 30
+batch_size = 16
+max_len = 40
+lr = 3e-3
+warmup_steps = 5
+[rl]
+steps = 4
+prompts_per_step = 4
+group_size = 4
+max_new_tokens = 12
+[optimizer]
+lr = 1e-3
+[eval]
+max_problems = 16
+max_new_tokens = 12
+[run]
+name = "tiny"
+workers = 2
+checkpoint_every = 2
+threads = 2
+)");
+  return cfg;
+}
+
+/// Fields that must match between an uninterrupted and a resumed run (timings excluded).
+const char* kDeterministic[] = {
+    "step",          "version",       "reward_mean",   "reward_std",       "loss",
+    "grad_norm",     "clip_fraction", "changed",       "changed_fraction", "patch_bytes",
+    "patch_changed", "dense_bytes",   "bit_identical", "response_tokens"};
+
+std::string pulse_binary() {
+  auto exe = fs::read_symlink("/proc/self/exe").parent_path() / "pulse";
+  REQUIRE(fs::exists(exe));  // built by the default target next to the test executables
+  return exe.string();
+}
+
+/// Starts the pulse binary with `args`; stdout/stderr go to files under `log_prefix`.
+pid_t spawn_pulse(const std::vector<std::string>& args, const std::string& log_prefix) {
+  std::string bin = pulse_binary();
+  std::vector<std::string> all = {bin};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  std::string out = log_prefix + ".out", err = log_prefix + ".err";
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  REQUIRE(rc == 0);
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int64_t latest_step(const std::string& run_dir) {
+  try {
+    return std::stoll(pulse::sync::read_file(run_dir + "/checkpoints/LATEST"));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tiny pulse run: workers bit-identical every step, Pass@1 and a complete summary", "[app][e2e]") {
+  std::string dir = temp_dir("e2e");
+  std::string cfg = write_tiny_config(dir);
+  pulse::app::JobOptions o;
+  o.config_path = cfg;
+  o.overrides = {"run.dir=" + dir + "/run"};
+  o.quiet = true;
+  REQUIRE(pulse::app::run_job(o) == 0);
+  std::string run = dir + "/run";
+
+  json summary = pulse::app::read_json(run + "/summary.json");
+  CHECK(summary.size() == 12);
+  CHECK(summary["steps"] == 4);
+  CHECK(summary["workers"] == 2);
+  CHECK(summary["bit_identical_every_step"] == true);
+  for (const char* key : {"pass_at_1_before", "pass_at_1_after", "reward_first", "reward_last"}) {
+    INFO(key);
+    double v = summary[key].get<double>();
+    CHECK(v >= 0.0);
+    CHECK(v <= 1.0);
+  }
+  CHECK(summary["patch_bytes_total"].get<uint64_t>() > 0);
+  // The patches are smaller than shipping the dense BF16 weights every step.
+  CHECK(summary["patch_bytes_total"].get<uint64_t>() < summary["dense_bytes_total"].get<uint64_t>());
+  CHECK(summary["compression_ratio"].get<double>() > 1.0);
+  double changed = summary["mean_changed_fraction"].get<double>();
+  CHECK(changed > 0.0);
+  CHECK(changed <= 1.0);
+  CHECK(summary["wall_seconds"].get<double>() > 0.0);
+
+  auto rows = pulse::app::MetricsLog::read(run + "/metrics.jsonl");
+  REQUIRE(rows.size() == 4);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    CHECK(rows[i]["step"] == static_cast<int64_t>(i));
+    CHECK(rows[i]["bit_identical"] == true);
+    CHECK(rows[i]["worker_versions"]["w0"] == static_cast<int64_t>(i + 1));
+    CHECK(rows[i]["worker_versions"]["w1"] == static_cast<int64_t>(i + 1));
+    // The patch carries exactly the BF16 elements the optimizer step changed.
+    CHECK(rows[i]["patch_changed"] == rows[i]["changed"]);
+  }
+  CHECK(fs::exists(run + "/config.toml"));
+  CHECK(fs::exists(run + "/tokenizer.model"));
+  CHECK(fs::exists(run + "/report.html"));
+  CHECK(latest_step(run) == 4);
+  CHECK(fs::exists(run + "/checkpoints/step-000004/model/model.safetensors"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("kill -9 then --resume reproduces the uninterrupted run's metrics", "[app][e2e][resume]") {
+  std::string dir = temp_dir("resume");
+  std::string cfg = write_tiny_config(dir);
+  // Uninterrupted reference.
+  pid_t ref = spawn_pulse({"run", cfg, "--quiet", "--set", "run.dir=" + dir + "/ref"}, dir + "/ref");
+  REQUIRE(wait_exit(ref) == 0);
+  auto ref_rows = pulse::app::MetricsLog::read(dir + "/ref/metrics.jsonl");
+  REQUIRE(ref_rows.size() == 4);
+
+  // Killed once the step-2 checkpoint exists, somewhere in steps 2..3.
+  std::string run = dir + "/killed";
+  pid_t victim = spawn_pulse({"run", cfg, "--quiet", "--set", "run.dir=" + run}, dir + "/killed");
+  bool killed = false;
+  for (int i = 0; i < 6000 && !killed; ++i) {
+    if (latest_step(run) >= 2) {
+      ::kill(victim, SIGKILL);
+      killed = true;
+    } else {
+      int status = 0;
+      if (::waitpid(victim, &status, WNOHANG) == victim) FAIL("run ended before it could be killed");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  REQUIRE(killed);
+  CHECK(wait_exit(victim) == 128 + SIGKILL);
+  CHECK_FALSE(fs::exists(run + "/summary.json"));
+
+  pid_t resumed = spawn_pulse({"run", "--quiet", "--resume", run}, dir + "/resumed");
+  REQUIRE(wait_exit(resumed) == 0);
+  auto rows = pulse::app::MetricsLog::read(run + "/metrics.jsonl");
+  REQUIRE(rows.size() == ref_rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (const char* key : kDeterministic) {
+      INFO("step " << i << " key " << key);
+      CHECK(rows[i][key] == ref_rows[i][key]);
+    }
+  json a = pulse::app::read_json(run + "/summary.json"), b = pulse::app::read_json(dir + "/ref/summary.json");
+  for (const char* key : {"steps", "pass_at_1_before", "pass_at_1_after", "reward_first", "reward_last",
+                          "patch_bytes_total", "dense_bytes_total", "bit_identical_every_step"}) {
+    INFO(key);
+    CHECK(a[key] == b[key]);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("pulse run with a typo in a config key fails naming the key and file", "[app][cli]") {
+  std::string dir = temp_dir("cli");
+  std::string cfg = dir + "/typo.toml";
+  pulse::sync::write_file_atomic(cfg, "[rl]\ngrup_size = 4\n");
+  pid_t pid = spawn_pulse({"run", cfg}, dir + "/typo");
+  CHECK(wait_exit(pid) != 0);
+  std::string err = pulse::sync::read_file(dir + "/typo.err");
+  CHECK(err.find("typo.toml") != std::string::npos);
+  CHECK(err.find("unknown key 'rl.grup_size'") != std::string::npos);
+  CHECK(err.find("did you mean 'group_size'") != std::string::npos);
+
+  pid = spawn_pulse({"run", pulse::test::source_path("configs/default.toml"), "--set", "rl.group_size=1"},
+                    dir + "/badset");
+  CHECK(wait_exit(pid) != 0);
+  CHECK(pulse::sync::read_file(dir + "/badset.err").find("'rl.group_size' must be >= 2") !=
+        std::string::npos);
+
+  pid = spawn_pulse({"config", "--print-defaults"}, dir + "/defaults");
+  CHECK(wait_exit(pid) == 0);
+  std::string defaults = pulse::sync::read_file(dir + "/defaults.out");
+  CHECK(defaults.find("[rl]") != std::string::npos);
+  CHECK(defaults.find("group_size = 8") != std::string::npos);
+  fs::remove_all(dir);
+}
