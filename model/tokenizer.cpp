@@ -1,8 +1,8 @@
 // load_tokenizer dispatch and SentencePiece BPE training; see tokenizer.h.
 #include "model/tokenizer.h"
 
-#include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
+#include <dlfcn.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <stdexcept>
@@ -41,25 +41,58 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   }
   try {
     return std::make_unique<SentencePieceTokenizer>(path);
-  } catch (const std::runtime_error&) {
-    throw std::runtime_error(
-        path + ": not a tokenizer (expected a SentencePiece .model, a tokenizer.json or a vocab.json)");
+  } catch (const std::runtime_error& e) {
+    if (std::string(e.what()).find("not a SentencePiece model") == std::string::npos) throw;
+    throw std::runtime_error(path +
+                             ": not a tokenizer (expected a SentencePiece .model, a tokenizer.json or a "
+                             "vocab.json): " +
+                             e.what());
   }
 }
 
 namespace {
 
-class LineIterator : public sentencepiece::SentenceIterator {
- public:
-  explicit LineIterator(const std::vector<std::string>& lines) : lines_(lines) {}
-  bool done() const override { return i_ >= lines_.size(); }
-  void Next() override { ++i_; }
-  const std::string& value() const override { return lines_[i_]; }
-  sentencepiece::util::Status status() const override { return sentencepiece::util::Status(); }
+/// util::Status as libsentencepiece lays it out (one unique_ptr<Rep>; null = OK). Non-trivial, so it is
+/// returned through a hidden pointer exactly like the real class.
+struct SpStatus {
+  void* rep = nullptr;
+  ~SpStatus() {}  // freed through the library's destructor below
+};
 
- private:
-  const std::vector<std::string>& lines_;
-  size_t i_ = 0;
+/// libsentencepiece_train loaded privately (RTLD_LOCAL | RTLD_DEEPBIND): its bundled protobuf-lite 3.14
+/// must neither see nor be seen by the libprotobuf 3.21 that LibTorch loads (see tokenizer_sp.h).
+struct SpTrainLib {
+  using TrainFn = SpStatus (*)(const std::unordered_map<std::string, std::string>&, void*, std::string*);
+  using ToStringFn = std::string (*)(const SpStatus*);
+  using DtorFn = void (*)(SpStatus*);
+  using SeedFn = void (*)(unsigned int);
+  TrainFn train = nullptr;
+  ToStringFn to_string = nullptr;
+  DtorFn dtor = nullptr;
+  SeedFn seed = nullptr;
+
+  static const SpTrainLib& get() {
+    static const SpTrainLib lib = [] {
+      SpTrainLib l;
+      void* h = dlopen("libsentencepiece_train.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      if (h == nullptr)
+        throw std::runtime_error(std::string("cannot load libsentencepiece_train.so.0: ") + dlerror());
+      auto sym = [&](const char* name) {
+        void* p = dlsym(h, name);
+        if (p == nullptr) throw std::runtime_error(std::string("libsentencepiece_train: missing ") + name);
+        return p;
+      };
+      l.train = reinterpret_cast<TrainFn>(sym(
+          "_ZN13sentencepiece20SentencePieceTrainer5TrainERKSt13unordered_mapINSt7__cxx1112basic_"
+          "stringIcSt11char_"
+          "traitsIcESaIcEEES7_St4hashIS7_ESt8equal_toIS7_ESaISt4pairIKS7_S7_EEEPNS_16SentenceIteratorEPS7_"));
+      l.to_string = reinterpret_cast<ToStringFn>(sym("_ZNK13sentencepiece4util6Status8ToStringB5cxx11Ev"));
+      l.dtor = reinterpret_cast<DtorFn>(sym("_ZN13sentencepiece4util6StatusD1Ev"));
+      l.seed = reinterpret_cast<SeedFn>(sym("_ZN13sentencepiece22SetRandomGeneratorSeedEj"));
+      return l;
+    }();
+    return lib;
+  }
 };
 
 }  // namespace
@@ -70,8 +103,21 @@ void train_sentencepiece_bpe(const std::vector<std::string>& lines, int vocab_si
   if (vocab_size < 260 + 8)
     throw std::invalid_argument(
         "train_sentencepiece_bpe: vocab_size must leave room beyond 4 specials + 256 bytes");
-  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(seed));
+  const auto& lib = SpTrainLib::get();
+  // Training text goes through a private temp file (one sentence per line).
+  const fs::path tmp = fs::temp_directory_path() /
+                       ("pulse-spm-" + std::to_string(::getpid()) + "-" + std::to_string(seed) + ".txt");
+  {
+    std::string text;
+    for (const auto& l : lines) {
+      text += l;
+      text += '\n';
+    }
+    sync::write_file_atomic(tmp.string(), text);
+  }
+  lib.seed(static_cast<unsigned int>(seed));
   const std::unordered_map<std::string, std::string> args = {
+      {"input", tmp.string()},
       {"model_type", "bpe"},
       {"vocab_size", std::to_string(vocab_size)},
       {"byte_fallback", "true"},
@@ -87,13 +133,17 @@ void train_sentencepiece_bpe(const std::vector<std::string>& lines, int vocab_si
       {"allow_whitespace_only_pieces", "true"},
       {"max_sentence_length", "16384"},
       {"num_threads", "2"},
-      {"minloglevel", "2"},
+      // Silent: under RTLD_DEEPBIND the library's std::cerr is not the initialised one (copy relocation).
+      {"minloglevel", "3"},
   };
-  LineIterator it(lines);
   std::string proto;
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &proto);
-  if (!status.ok())
-    throw std::runtime_error(model_path + ": SentencePiece training failed: " + status.ToString());
+  SpStatus status = lib.train(args, nullptr, &proto);
+  fs::remove(tmp);
+  if (status.rep != nullptr) {
+    const std::string msg = lib.to_string(&status);
+    lib.dtor(&status);
+    throw std::runtime_error(model_path + ": SentencePiece training failed: " + msg);
+  }
   sync::write_file_atomic(model_path, proto.data(), proto.size());
 }
 

@@ -56,26 +56,6 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-/// Replaces malformed UTF-8 with U+FFFD (one per maximal bad prefix byte), as Rust's from_utf8_lossy.
-std::string utf8_lossy(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = utf8_len(c);
-    bool ok = !(n == 1 && c >= 0x80) && i + n <= s.size();
-    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (ok) {
-      out.append(s, i, n);
-      i += n;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 // ---- regex --------------------------------------------------------------------------------------------

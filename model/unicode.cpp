@@ -102,6 +102,25 @@ void utf8_append(uint32_t cp, std::string& out) {
   }
 }
 
+std::string utf8_lossy(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = utf8_len(c);
+    bool ok = !(n == 1 && c >= 0x80) && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    if (ok) {
+      out.append(s, i, n);
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 std::string nfc(std::string_view s) {
   // Text below U+0300 (ASCII, Latin-1, most Latin Extended) is already NFC.
   bool simple = true;

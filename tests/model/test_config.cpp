@@ -1,0 +1,107 @@
+// HF config.json parsing for the Llama, Qwen2 and Mistral families.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "model/chat_template.h"
+#include "model/config.h"
+#include "model/default_config.h"
+#include "model/transformer.h"
+#include "sync/atomic_file.h"
+#include "tests/test_paths.h"
+
+using pulse::model::ModelConfig;
+
+namespace {
+ModelConfig parse(const std::string& text) {
+  return ModelConfig::from_hf_json_text(text, "test-config.json");
+}
+}  // namespace
+
+TEST_CASE("Qwen2.5-0.5B style config.json", "[model][config]") {
+  const auto c = parse(R"({
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 151936,
+    "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+    "num_key_value_heads": 2, "max_position_embeddings": 32768, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0, "sliding_window": 32768, "use_sliding_window": false,
+    "tie_word_embeddings": true, "bos_token_id": 151643, "eos_token_id": 151643, "torch_dtype": "bfloat16"})");
+  CHECK(c.head_dim == 64);
+  CHECK(c.attention_bias);
+  CHECK(c.tie_word_embeddings);
+  CHECK(c.sliding_window == 0);
+  CHECK(c.rope_theta == 1e6);
+  CHECK(c.num_key_value_heads == 2);
+  // to_hf_json reads back to the same config.
+  const auto d = parse(c.to_hf_json());
+  CHECK(d.hidden_size == 896);
+  CHECK(d.vocab_size == 151936);
+  CHECK(d.attention_bias);
+  CHECK(d.rope_theta == 1e6);
+}
+
+TEST_CASE("Llama 3.1 rope scaling and rope_parameters", "[model][config]") {
+  const auto c = parse(R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 2048,
+    "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "head_dim": 64, "rope_theta": 500000.0, "eos_token_id": [128001, 128008, 128009],
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}})");
+  CHECK(c.rope_scaling.factor == 32.0);
+  CHECK(c.eos_token_id == 128001);
+  CHECK_FALSE(c.attention_bias);
+  // llama3 rule: the highest frequency is kept, the lowest divided by factor.
+  auto base = c;
+  base.rope_scaling.factor = 0;
+  auto f = pulse::model::rope_inv_freq(c), f0 = pulse::model::rope_inv_freq(base);
+  CHECK(f[0].item<float>() == f0[0].item<float>());
+  CHECK(f[-1].item<float>() == Approx(f0[-1].item<float>() / 32.0));
+  const auto r = parse(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "rope_parameters": {"rope_type": "default", "rope_theta": 123.0}})");
+  CHECK(r.rope_theta == 123.0);
+  CHECK(r.num_key_value_heads == 2);
+}
+
+TEST_CASE("unsupported or incomplete configs are rejected naming the field", "[model][config]") {
+  const std::string base =
+      R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2)";
+  CHECK_THROWS_WITH(parse(R"({"model_type": "gpt2", )" + base + "}"), Catch::Contains("gpt2"));
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "vocab_size": 10})"),
+                    Catch::Contains("test-config.json") && Catch::Contains("hidden_size"));
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "llama", "rope_scaling": {"rope_type": "yarn", "factor": 4}, )" + base + "}"),
+      Catch::Contains("yarn"));
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "hidden_act": "gelu", )" + base + "}"),
+                    Catch::Contains("gelu"));
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_key_value_heads": 3, )" + base + "}"),
+                    Catch::Contains("num_key_value_heads"));
+  CHECK_THROWS_WITH(parse("{not json"), Catch::Contains("test-config.json"));
+  CHECK_THROWS_WITH(ModelConfig::from_hf_json("/nonexistent/pulse/config.json"),
+                    Catch::Contains("/nonexistent/pulse"));
+  const auto m = parse(R"({"model_type": "mistral", "sliding_window": 4096, )" + base + "}");
+  CHECK(m.sliding_window == 4096);
+}
+
+TEST_CASE("embedded default model equals configs/tiny-llama.json", "[model][config]") {
+  CHECK(pulse::model::tiny_llama_config_json() ==
+        pulse::sync::read_file(pulse::test::source_path("configs/tiny-llama.json")));
+  const auto c = pulse::model::tiny_llama_config();
+  CHECK(c.model_type == "llama");
+  CHECK(c.tie_word_embeddings);
+  CHECK(c.num_key_value_heads < c.num_attention_heads);
+  pulse::model::Transformer m(c, torch::kFloat32);
+  CHECK(m->num_parameters() > 2'000'000);
+  CHECK(m->num_parameters() < 10'000'000);
+}
+
+TEST_CASE("prompt templates render placeholders and presets", "[model][template]") {
+  pulse::model::PromptTemplate t;
+  t.format = "Q: {question}\nA: {{answer}}";
+  CHECK(t.render("1+{x}?") == "Q: 1+{x}?\nA: {answer}");
+  t.format = "{nope}";
+  CHECK_THROWS_WITH(t.render("x"), Catch::Contains("{nope}"));
+  const auto chatml = pulse::model::PromptTemplate::preset("chatml").render("hi");
+  CHECK(chatml ==
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+        "<|im_start|>assistant\n");
+  CHECK(pulse::model::PromptTemplate::preset("plain").render("x") == "x");
+  CHECK_THROWS_WITH(pulse::model::PromptTemplate::preset("jinja"), Catch::Contains("chatml"));
+}
