@@ -33,7 +33,7 @@ std::string read_text(const std::string& path) {
 }
 
 [[noreturn]] void print_and_exit(const rl::RewardResult& r) {
-  nlohmann::json j = {{"score", r.score}, {"extracted", r.extracted}, {"reason", r.reason}};
+  nlohmann::ordered_json j = {{"score", r.score}, {"extracted", r.extracted}, {"reason", r.reason}};
   if (r.infrastructure_error) j["infrastructure_error"] = true;
   std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   throw Exit{r.infrastructure_error ? 3 : (r.score > 0 ? 0 : 1)};
