@@ -4,8 +4,10 @@
 
 #include "model/generate.h"
 #include "model/sampling.h"
+#include "model/tokenizer.h"
 #include "model/transformer.h"
 #include "tests/model/model_fixtures.h"
+#include "tests/test_paths.h"
 
 using namespace pulse::model;
 using pulse::test::tiny_config;
@@ -223,4 +225,26 @@ TEST_CASE("compute dtypes: FP32 and BF16 models agree", "[model][transformer]") 
   loss.backward();
   CHECK(m32->model->embed_tokens->weight.grad().defined());
   CHECK(m32->model->embed_tokens->weight.grad().abs().sum().item<double>() > 0);
+}
+
+TEST_CASE("stop strings end a row once its decoded text contains them", "[model][generate]") {
+  auto tok =
+      load_tokenizer(pulse::test::shared_path("models/torchtune-test-tokenizers/tiny_bpe_tokenizer.json"));
+  auto cfg = tiny_config("llama");
+  cfg.vocab_size = tok->vocab_size();
+  torch::manual_seed(9);
+  Transformer m(cfg, torch::kFloat32);
+  SamplingParams sp;
+  sp.temperature = 0;
+  sp.max_new_tokens = 8;
+  const GenerationRequest req{tok->encode("Hello there"), 1};
+  const auto free_run = generate(*m, {req}, sp);
+  const std::vector<int32_t> first3(free_run[0].token_ids.begin(), free_run[0].token_ids.begin() + 3);
+  const std::string stop = tok->decode(first3);
+  REQUIRE(tok->decode(std::vector<int32_t>(first3.begin(), first3.begin() + 2)).size() < stop.size());
+  sp.stop_strings = {stop};
+  CHECK_THROWS_AS(generate(*m, {req}, sp), std::invalid_argument);  // needs the tokenizer
+  const auto stopped = generate(*m, {req}, sp, tok.get());
+  CHECK(stopped[0].token_ids == first3);
+  CHECK(stopped[0].finish == FinishReason::Stop);
 }
