@@ -33,6 +33,11 @@ struct GenerationResult {
 };
 
 /// Generates for all requests in one batch (left-padded prompts, KV cache). No gradients.
+/// Prompts must be non-empty with ids < vocab_size (std::invalid_argument otherwise). Each request draws
+/// from its own counter-based stream (model/sampling.h), so its tokens do not depend on the batch around
+/// it (up to floating-point differences in the logits). A row ends at a stop id or once its newest tokens
+/// decode to text containing a stop string (the token that completed it is kept) and then leaves the
+/// batch. With temperature 0 the log-probs are those of the unscaled model distribution.
 std::vector<GenerationResult> generate(TransformerImpl& model, const std::vector<GenerationRequest>& requests,
                                        const SamplingParams& params, const Tokenizer* tokenizer = nullptr);
 
