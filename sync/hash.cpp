@@ -1,15 +1,53 @@
 #include "sync/hash.h"
 
 #include <xxhash.h>
+#if defined(__x86_64__) && defined(__has_include)
+#if __has_include(<xxh_x86dispatch.h>)
+// libxxhash's x86 build exports *_dispatch entry points that pick SSE2/AVX2/AVX-512 at run time.
+#define XXH_DISPATCH_DISABLE_REPLACE
+#include <xxh_x86dispatch.h>
+#define PULSE_XXH3_DISPATCH 1
+#endif
+#endif
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 #include <stdexcept>
 
 namespace pulse::sync {
 
+uint64_t xxh3_64(const void* data, size_t n) {
+#ifdef PULSE_XXH3_DISPATCH
+  return XXH3_64bits_dispatch(data, n);
+#else
+  return XXH3_64bits(data, n);
+#endif
+}
+
+Xxh3Stream::Xxh3Stream() : state_(XXH3_createState()) {
+  if (!state_) throw std::bad_alloc();
+  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+
+Xxh3Stream::~Xxh3Stream() {
+  XXH3_freeState(static_cast<XXH3_state_t*>(state_));
+}
+
+void Xxh3Stream::update(const void* data, size_t n) {
+#ifdef PULSE_XXH3_DISPATCH
+  XXH3_64bits_update_dispatch(static_cast<XXH3_state_t*>(state_), data, n);
+#else
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, n);
+#endif
+}
+
+uint64_t Xxh3Stream::digest() const {
+  return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_));
+}
+
 uint64_t tensor_hash(const TensorView& tensor) {
-  return XXH3_64bits(tensor.data, tensor.nbytes);
+  return xxh3_64(tensor.data, tensor.nbytes);
 }
 
 namespace {

@@ -1,6 +1,5 @@
 #include "sync/patch_container.h"
 
-#include <xxhash.h>
 #define ZSTD_STATIC_LINKING_ONLY  // ZSTD_compressSequences: literal-only frames (stable since zstd 1.5)
 #include <zstd.h>
 
@@ -9,8 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <numeric>
 
 #include "sync/byte_io.h"
+#include "sync/hash.h"
 #include "sync/index_coding.h"
 #include "sync/parallel.h"
 #include "sync/value_coding.h"
@@ -42,108 +43,147 @@ size_t compress_literals_only(ZSTD_CCtx* cctx, const uint8_t* src, size_t size, 
 // Pieces at least this long are compressed once (by entropy), shorter ones both ways.
 constexpr size_t kTryBothBytes = 256 << 10;
 
-/// Order-0 entropy of the bytes in bits per byte.
+/// Order-0 entropy of the bytes in bits per byte, estimated from up to 64 KiB sampled evenly (64
+/// pieces of 1 KiB): enough to tell a near-constant stream (< 1 bit) from a skewed one, at a fraction of
+/// a full histogram's cost.
 double entropy_bits_per_byte(const uint8_t* p, size_t n) {
+  constexpr size_t kPieces = 64, kPieceBytes = 1024;
   uint64_t hist[4][256] = {};
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    ++hist[0][p[i]];
-    ++hist[1][p[i + 1]];
-    ++hist[2][p[i + 2]];
-    ++hist[3][p[i + 3]];
+  auto count = [&](const uint8_t* q, size_t m) {
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+      ++hist[0][q[i]];
+      ++hist[1][q[i + 1]];
+      ++hist[2][q[i + 2]];
+      ++hist[3][q[i + 3]];
+    }
+    for (; i < m; ++i) ++hist[0][q[i]];
+  };
+  size_t total = n;
+  if (n <= kPieces * kPieceBytes) {
+    count(p, n);
+  } else {
+    const size_t stride = n / kPieces;
+    for (size_t k = 0; k < kPieces; ++k) count(p + k * stride, kPieceBytes);
+    total = kPieces * kPieceBytes;
   }
-  for (; i < n; ++i) ++hist[0][p[i]];
   double bits = 0;
   for (int s = 0; s < 256; ++s) {
     const double c = static_cast<double>(hist[0][s] + hist[1][s] + hist[2][s] + hist[3][s]);
-    if (c > 0) bits -= c * std::log2(c / n);
+    if (c > 0) bits -= c * std::log2(c / static_cast<double>(total));
   }
-  return bits / n;
+  return bits / static_cast<double>(total);
 }
 
 // Streams shorter than this share a frame with the next one (a frame costs ~6-12 bytes).
 constexpr size_t kMinFrameBytes = 4096;
 
-/// Compresses one chunk as concatenated zstd frames, one per stream piece (cut at `cuts`, relative
-/// offsets), each the smaller of a normal frame at `level` and a literal-only frame. ZSTD_decompress
-/// decodes concatenated frames in one call.
-std::vector<uint8_t> compress_chunk(const uint8_t* src, size_t size, const std::vector<size_t>& cuts,
-                                    int level) {
-  std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+/// The zstd context of this thread (created on first use, reused by every piece the thread compresses).
+ZSTD_CCtx* thread_cctx() {
+  thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
   if (!cctx) throw std::bad_alloc();
+  return cctx.get();
+}
+
+/// Compresses one stream piece as one zstd frame appended to `out`: the smaller of a normal frame at
+/// `level` and a literal-only frame. Big pieces are compressed once, chosen by the order-0 entropy:
+/// Huffman cannot code a byte below one bit, so near-constant streams (high value planes, varint tails)
+/// need zstd's matches; the rest is coded best without them. Small pieces: both, keep the smaller.
+void compress_piece(const uint8_t* p, size_t n, int level, std::vector<uint8_t>& out) {
+  ZSTD_CCtx* cctx = thread_cctx();
+  const double bits = n >= kTryBothBytes ? entropy_bits_per_byte(p, n) : -1;
+  std::vector<uint8_t> a, b;
+  size_t na = SIZE_MAX, nb = 0;
+  auto normal_frame = [&] {
+    a.resize(ZSTD_compressBound(n));
+    ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+    na = ZSTD_compressCCtx(cctx, a.data(), a.size(), p, n, level);
+    if (ZSTD_isError(na)) throw PatchError(std::string("zstd compression failed: ") + ZSTD_getErrorName(na));
+  };
+  if (bits < 1.0) normal_frame();
+  if (bits < 0 || bits >= 1.0) {
+    b.resize(ZSTD_compressBound(n) + 64);
+    nb = compress_literals_only(cctx, p, n, level, b.data(), b.size());
+    if (nb == 0 && na == SIZE_MAX) normal_frame();  // literal-only refused: fall back to a normal frame
+  }
+  if (nb && nb < na)
+    out.insert(out.end(), b.begin(), b.begin() + nb);
+  else
+    out.insert(out.end(), a.begin(), a.begin() + na);
+}
+
+/// Where a chunk of `size` bytes is cut into frames: at the stream starts `cuts` (relative offsets),
+/// merging pieces shorter than kMinFrameBytes. Returns the bounds, 0 first and `size` last.
+std::vector<size_t> frame_bounds(size_t size, const std::vector<size_t>& cuts) {
   std::vector<size_t> bounds{0};
   for (size_t cut : cuts)
     if (cut > bounds.back() && cut < size && cut - bounds.back() >= kMinFrameBytes) bounds.push_back(cut);
   if (size - bounds.back() < kMinFrameBytes && bounds.size() > 1) bounds.pop_back();
   bounds.push_back(size);
-  std::vector<uint8_t> out;
-  std::vector<uint8_t> a, b;
-  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
-    const uint8_t* p = src + bounds[i];
-    const size_t n = bounds[i + 1] - bounds[i];
-    // Big pieces: one compression, chosen by the order-0 entropy. Huffman cannot code a byte below one
-    // bit, so near-constant streams (high value planes, varint tails) need zstd's matches; the rest is
-    // coded best without them. Small pieces: try both, keep the smaller.
-    const double bits = n >= kTryBothBytes ? entropy_bits_per_byte(p, n) : -1;
-    size_t na = SIZE_MAX, nb = 0;
-    if (bits < 1.0) {
-      a.resize(ZSTD_compressBound(n));
-      ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
-      na = ZSTD_compressCCtx(cctx.get(), a.data(), a.size(), p, n, level);
-      if (ZSTD_isError(na))
-        throw PatchError(std::string("zstd compression failed: ") + ZSTD_getErrorName(na));
-    }
-    if (bits < 0 || bits >= 1.0) {
-      b.resize(ZSTD_compressBound(n) + 64);
-      nb = compress_literals_only(cctx.get(), p, n, level, b.data(), b.size());
-      if (nb == 0 && na == SIZE_MAX) {  // literal-only refused: fall back to a normal frame
-        a.resize(ZSTD_compressBound(n));
-        ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
-        na = ZSTD_compressCCtx(cctx.get(), a.data(), a.size(), p, n, level);
-        if (ZSTD_isError(na))
-          throw PatchError(std::string("zstd compression failed: ") + ZSTD_getErrorName(na));
-      }
-    }
-    if (nb && nb < na)
-      out.insert(out.end(), b.begin(), b.begin() + nb);
-    else
-      out.insert(out.end(), a.begin(), a.begin() + na);
-  }
-  return out;
+  return bounds;
 }
 }  // namespace
 
-std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<uint8_t>& payload, int zstd_level,
-                                     size_t chunk_bytes, int threads,
+std::vector<uint8_t> write_container(PatchInfo& info, const uint8_t* payload, size_t payload_bytes,
+                                     int zstd_level, size_t chunk_bytes, int threads,
                                      const std::vector<uint64_t>& stream_starts) {
   if (zstd_level < 0 || zstd_level > ZSTD_maxCLevel())
     throw PatchError("zstd level " + std::to_string(zstd_level) + " out of range 0.." +
                      std::to_string(ZSTD_maxCLevel()));
   if (chunk_bytes == 0 || chunk_bytes > kMaxChunkBytes) throw PatchError("chunk_bytes must be in 1..2^31");
-  const size_t n_chunks = (payload.size() + chunk_bytes - 1) / chunk_bytes;
+  const size_t n_chunks = (payload_bytes + chunk_bytes - 1) / chunk_bytes;
   std::vector<std::vector<uint8_t>> stored(n_chunks);
   std::vector<ChunkEntry> chunks(n_chunks);
+  // Every frame of every chunk is independent: compress them all in parallel (a patch at RL density
+  // is often a single chunk), biggest first, then join each chunk's frames.
+  struct Piece {
+    size_t chunk, begin, size;  // begin: payload offset
+  };
+  std::vector<Piece> pieces;
+  std::vector<size_t> first_piece(n_chunks + 1, 0);
+  for (size_t c = 0; c < n_chunks; ++c) {
+    const uint64_t c0 = c * chunk_bytes;
+    const size_t raw = std::min<size_t>(chunk_bytes, payload_bytes - c0);
+    chunks[c].raw_bytes = raw;
+    first_piece[c] = pieces.size();
+    if (zstd_level == 0) continue;
+    std::vector<size_t> cuts;  // stream starts inside this chunk, relative to it
+    for (auto it = std::upper_bound(stream_starts.begin(), stream_starts.end(), c0);
+         it != stream_starts.end() && *it < c0 + raw; ++it)
+      cuts.push_back(static_cast<size_t>(*it - c0));
+    const std::vector<size_t> bounds = frame_bounds(raw, cuts);
+    for (size_t i = 0; i + 1 < bounds.size(); ++i)
+      pieces.push_back({c, c0 + bounds[i], bounds[i + 1] - bounds[i]});
+  }
+  first_piece[n_chunks] = pieces.size();
+  std::vector<std::vector<uint8_t>> frames(pieces.size());
+  std::vector<size_t> order(pieces.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return pieces[a].size > pieces[b].size; });
+  parallel_for(order.size(), threads, [&](size_t o) {
+    const Piece& piece = pieces[order[o]];
+    compress_piece(payload + piece.begin, piece.size, zstd_level, frames[order[o]]);
+  });
   parallel_for(n_chunks, threads, [&](size_t c) {
-    const uint8_t* src = payload.data() + c * chunk_bytes;
-    const size_t raw = std::min(chunk_bytes, payload.size() - c * chunk_bytes);
+    const uint8_t* src = payload + c * chunk_bytes;
     ChunkEntry& e = chunks[c];
-    e.raw_bytes = raw;
+    const size_t raw = e.raw_bytes;
     if (zstd_level > 0) {
-      // Stream starts inside this chunk, relative to it.
-      const uint64_t c0 = c * chunk_bytes;
-      std::vector<size_t> cuts;
-      for (auto it = std::upper_bound(stream_starts.begin(), stream_starts.end(), c0);
-           it != stream_starts.end() && *it < c0 + raw; ++it)
-        cuts.push_back(static_cast<size_t>(*it - c0));
-      std::vector<uint8_t> out = compress_chunk(src, raw, cuts, zstd_level);
-      if (out.size() < raw) {  // incompressible chunks are stored raw
+      size_t total = 0;
+      for (size_t i = first_piece[c]; i < first_piece[c + 1]; ++i) total += frames[i].size();
+      if (total < raw) {  // incompressible chunks are stored raw
         e.codec = kChunkZstd;
-        stored[c] = std::move(out);
+        stored[c].reserve(total);
+        for (size_t i = first_piece[c]; i < first_piece[c + 1]; ++i) {
+          stored[c].insert(stored[c].end(), frames[i].begin(), frames[i].end());
+          std::vector<uint8_t>().swap(frames[i]);
+        }
       }
     }
     if (e.codec == kChunkRaw) stored[c].assign(src, src + raw);
     e.stored_bytes = stored[c].size();
-    e.checksum = XXH3_64bits(stored[c].data(), stored[c].size());
+    e.checksum = xxh3_64(stored[c].data(), stored[c].size());
   });
 
   std::vector<uint8_t> out;
@@ -177,7 +217,7 @@ std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<uint8_t>
     w.u64(t.value_bytes);
     w.u64(t.target_hash);
   }
-  w.u64(payload.size());
+  w.u64(payload_bytes);
   w.u64(n_chunks);
   for (const auto& c : chunks) {
     w.u8(c.codec);
@@ -188,7 +228,7 @@ std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<uint8_t>
   }
   const uint64_t header_bytes = out.size() + 8;
   for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<uint8_t>(header_bytes >> (8 * i));
-  w.u64(XXH3_64bits(out.data(), out.size()));
+  w.u64(xxh3_64(out.data(), out.size()));
 
   uint64_t compressed = 0;
   for (const auto& s : stored) compressed += s.size();
@@ -200,7 +240,7 @@ std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<uint8_t>
   info.chunk_bytes = chunk_bytes;
   info.n_chunks = n_chunks;
   info.header_bytes = header_bytes;
-  info.payload_raw_bytes = payload.size();
+  info.payload_raw_bytes = payload_bytes;
   info.payload_compressed_bytes = compressed;
   info.total_bytes = out.size();
   return out;
@@ -227,7 +267,7 @@ Container parse_container(const uint8_t* data, size_t size, bool require_complet
                      " at byte offset 16 exceeds the " + std::to_string(size) + "-byte patch");
   uint64_t stored_sum = 0;
   std::memcpy(&stored_sum, data + header_bytes - 8, 8);
-  if (XXH3_64bits(data, header_bytes - 8) != stored_sum)
+  if (xxh3_64(data, header_bytes - 8) != stored_sum)
     throw PatchError("patch header checksum mismatch (header bytes 0.." + std::to_string(header_bytes) +
                      "): corrupt or truncated patch");
   if (flags & ~kFlagAnchor) throw PatchError("patch header: unknown flags at byte offset 12");
@@ -356,7 +396,7 @@ std::vector<uint8_t> read_payload(const Container& c, const uint8_t* data, size_
   parallel_for(c.chunks.size(), threads, [&](size_t i) {
     const ChunkEntry& e = c.chunks[i];
     const uint8_t* src = data + e.file_offset;
-    if (XXH3_64bits(src, e.stored_bytes) != e.checksum)
+    if (xxh3_64(src, e.stored_bytes) != e.checksum)
       throw PatchError("patch chunk " + std::to_string(i) + " at byte offset " +
                        std::to_string(e.file_offset) + ": checksum mismatch (corrupt patch)");
     uint8_t* dst = payload.data() + raw_offsets[i];

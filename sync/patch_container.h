@@ -29,14 +29,22 @@ struct Container {
   std::vector<ChunkEntry> chunks;
 };
 
-/// Compresses `payload` into chunks (in parallel) and returns header + chunks. `info` supplies
-/// everything but the chunk/size fields, which are filled in (info is updated). `stream_starts`
-/// (sorted payload offsets where an index or value plane begins) lets each chunk be entropy coded per
-/// stream: every chunk is compressed both as a normal zstd frame and as a literal-only frame with
+/// Compresses `payload` (payload_bytes) into chunks (every frame in parallel) and returns header + chunks.
+/// `info` supplies everything but the chunk/size fields, which are filled in (info is updated).
+/// `stream_starts` (sorted payload offsets where an index or value plane begins) lets each chunk be entropy
+/// coded per stream: every chunk is compressed both as a normal zstd frame and as a literal-only frame with
 /// blocks cut at stream starts; the smaller is kept (or the raw bytes, when neither is smaller).
-std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<uint8_t>& payload, int zstd_level,
-                                     size_t chunk_bytes, int threads,
+std::vector<uint8_t> write_container(PatchInfo& info, const uint8_t* payload, size_t payload_bytes,
+                                     int zstd_level, size_t chunk_bytes, int threads,
                                      const std::vector<uint64_t>& stream_starts = {});
+
+/// The same for a payload held in a vector.
+inline std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<uint8_t>& payload,
+                                            int zstd_level, size_t chunk_bytes, int threads,
+                                            const std::vector<uint64_t>& stream_starts = {}) {
+  return write_container(info, payload.data(), payload.size(), zstd_level, chunk_bytes, threads,
+                         stream_starts);
+}
 
 /// Parses the header of [data, data+size): magic, version, header checksum, field ranges, tensor order
 /// and stream offsets. With `require_complete`, the size must equal header + every stored chunk.

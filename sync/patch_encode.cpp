@@ -1,12 +1,12 @@
-// Encoder: diff scan (fused with the xxh3 hashes, one pass over memory), per-tensor index coding
-// choice, byte-plane value streams, then the chunked container (sync/patch_container.cpp).
-#include <xxhash.h>
-
+// Encoder: diff scan (SIMD masks, fused with the xxh3 hashes: one pass over memory), per-tensor index
+// coding choice, byte-plane value streams, then the chunked container (sync/patch_container.cpp).
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <numeric>
 
+#include "sync/diff_scan.h"
 #include "sync/hash.h"
 #include "sync/index_coding.h"
 #include "sync/parallel.h"
@@ -18,96 +18,141 @@ namespace pulse::sync {
 
 namespace {
 
-// Block that the scan compares and hashes while it sits in L2 (bytes).
+// Elements the scan compares and hashes per step: 64 KiB of each side stays in L2 while it is hashed.
 constexpr size_t kScanBlockBytes = 64 << 10;
 
-struct XxhState {
-  XXH3_state_t* s = XXH3_createState();
-  XxhState() {
-    if (!s) throw std::bad_alloc();
-    XXH3_64bits_reset(s);
+/// A growable byte array that does not zero what it allocates: the scan writes every byte it keeps,
+/// and at RL densities zero-filling the worst case would cost as much as the scan.
+class ByteArray {
+ public:
+  /// Room for `extra` more bytes past size(); when it must grow, to at least `scale` x the new size.
+  void reserve_more(size_t extra, double scale = 1.0) {
+    if (size_ + extra > cap_)
+      grow(size_ + extra, static_cast<size_t>(scale * static_cast<double>(size_ + extra)));
   }
-  ~XxhState() { XXH3_freeState(s); }
-  void update(const void* p, size_t n) { XXH3_64bits_update(s, p, n); }
-  uint64_t digest() const { return XXH3_64bits_digest(s); }
+  uint8_t* data() { return data_.get(); }
+  const uint8_t* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  void set_size(size_t n) { size_ = n; }  // n <= capacity
+  void clear() {
+    data_.reset();
+    size_ = cap_ = 0;
+  }
+
+ private:
+  void grow(size_t need, size_t want) {
+    const size_t cap = std::max({need, want, cap_ + cap_ / 2, size_t{256}});
+    std::unique_ptr<uint8_t[]> d(new uint8_t[cap]);
+    if (size_) std::memcpy(d.get(), data_.get(), size_);
+    data_ = std::move(d);
+    cap_ = cap;
+  }
+  std::unique_ptr<uint8_t[]> data_;
+  size_t size_ = 0, cap_ = 0;
 };
 
-/// One tensor's streams, ready to be laid into the payload.
+/// One tensor's streams before they are laid into the payload (FORMAT.md): the index stream is `head`
+/// then `tail` (varint gaps) or `head` alone (bitmap; empty for dense); `values` holds the stored values
+/// as little-endian w-byte integers (zigzag already applied in delta mode), byte-split on output.
 struct EncodedTensor {
   PatchTensorInfo info;
-  std::vector<uint8_t> streams;  // index stream then value stream
+  ByteArray head, tail, values;
   uint64_t base_hash = 0;
 };
 
-/// Scans base vs target (n elements of type U), collecting changed positions and their values
-/// (new bit pattern, or wrapping difference in delta mode), hashing both sides block by block.
+/// Appends the LEB128 bytes of `rest` (= gap >> 7, >= 1) to the tail at `t`; returns the new end.
+inline uint8_t* put_tail(uint8_t* t, uint64_t rest) {
+  while (rest >= 128) {
+    *t++ = static_cast<uint8_t>((rest & 127) | 128);
+    rest >>= 7;
+  }
+  *t++ = static_cast<uint8_t>(rest);
+  return t;
+}
+
+/// Scans base vs target (n elements of type U) block by block: the SIMD diff masks (sync/diff_scan.h),
+/// then, per changed element, its varint gap (head byte + tail bytes) and its stored value, written
+/// straight into the output arrays; both sides are hashed while the block is in L2.
 template <typename U>
-void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, GapEncoder& gaps,
-                 std::vector<U>& values, XxhState* base_hash, XxhState& target_hash) {
+void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, EncodedTensor& out,
+                 Xxh3Stream& base_hash, Xxh3Stream& target_hash) {
   constexpr size_t w = sizeof(U);
-  constexpr size_t kGroupElems = 32 / w;
-  const uint64_t block_elems = kScanBlockBytes / w;
-  std::vector<uint32_t> hits(block_elems);  // changed offsets inside the block
+  const uint64_t block_elems = kScanBlockBytes / w;  // a multiple of kDiffGroup
+  std::vector<uint64_t> masks(block_elems / kDiffGroup);
+  uint64_t next = 0;  // position after the previous change (gap origin)
   for (uint64_t start = 0; start < n; start += block_elems) {
     const uint64_t cnt = std::min(block_elems, n - start);
     const uint8_t* a = base + start * w;
     const uint8_t* b = target + start * w;
-    size_t k = 0, e = 0;
-    // 32 bytes per step: equal groups cost one well-predicted branch; a group with changes is compacted
-    // without branches (at a few % density the per-element branches would mispredict constantly).
-    for (; e + kGroupElems <= cnt; e += kGroupElems) {
-      const uint8_t* pa = a + e * w;
-      const uint8_t* pb = b + e * w;
-      const uint64_t x = (load_le<uint64_t>(pa) ^ load_le<uint64_t>(pb)) |
-                         (load_le<uint64_t>(pa + 8) ^ load_le<uint64_t>(pb + 8)) |
-                         (load_le<uint64_t>(pa + 16) ^ load_le<uint64_t>(pb + 16)) |
-                         (load_le<uint64_t>(pa + 24) ^ load_le<uint64_t>(pb + 24));
-      if (x == 0) continue;
-      for (size_t l = 0; l < kGroupElems; ++l) {
-        hits[k] = static_cast<uint32_t>(e + l);
-        k += load_le<U>(pa + l * w) != load_le<U>(pb + l * w);
+    const uint64_t changed = diff_masks(a, b, cnt, w, masks.data());
+    if (changed) {
+      // Growing copies what is there: when the arrays must grow, size them for the whole tensor at the
+      // density seen so far (+1/8), so that they grow about once.
+      const double scale = 1.125 * static_cast<double>(n) / static_cast<double>(start + cnt);
+      out.head.reserve_more(changed, scale);
+      out.values.reserve_more(changed * w, scale);
+      out.tail.reserve_more(changed * 9, scale);  // LEB128 of a 64-bit gap >> 7: at most 9 bytes
+      uint8_t* h = out.head.data() + out.head.size();
+      uint8_t* t = out.tail.data() + out.tail.size();
+      uint8_t* v = out.values.data() + out.values.size();
+      const size_t groups = (cnt + kDiffGroup - 1) / kDiffGroup;
+      for (size_t g = 0; g < groups; ++g) {
+        for (uint64_t m = masks[g]; m; m &= m - 1) {
+          const uint64_t off = g * kDiffGroup + static_cast<uint64_t>(__builtin_ctzll(m));
+          const uint64_t pos = start + off;
+          const uint64_t gap = pos - next;
+          next = pos + 1;
+          const U vb = load_le<U>(b + off * w);
+          store_le<U>(v, delta ? zigzag(static_cast<U>(vb - load_le<U>(a + off * w))) : vb);
+          v += w;
+          // Head byte without a branch; a tail only for gaps >= 128 (~1/4 of the changes at 1% density).
+          *h++ = static_cast<uint8_t>((gap & 127) | (gap >= 128 ? 128 : 0));
+          if (gap >= 128) t = put_tail(t, gap >> 7);
+        }
       }
+      out.head.set_size(static_cast<size_t>(h - out.head.data()));
+      out.tail.set_size(static_cast<size_t>(t - out.tail.data()));
+      out.values.set_size(static_cast<size_t>(v - out.values.data()));
     }
-    for (; e < cnt; ++e) {
-      hits[k] = static_cast<uint32_t>(e);
-      k += load_le<U>(a + e * w) != load_le<U>(b + e * w);
-    }
-    for (size_t j = 0; j < k; ++j) {
-      const uint64_t off = hits[j];
-      const U va = load_le<U>(a + off * w);
-      const U vb = load_le<U>(b + off * w);
-      gaps.add(start + off);
-      values.push_back(delta ? static_cast<U>(vb - va) : vb);
-    }
-    if (base_hash) base_hash->update(a, cnt * w);
+    base_hash.update(a, cnt * w);
     target_hash.update(b, cnt * w);
   }
+}
+
+/// The bitmap index stream (FORMAT.md coding 1) of the changes held as varint gaps in e.head/e.tail.
+std::vector<uint8_t> bitmap_from_gaps(const EncodedTensor& e, uint64_t n) {
+  std::vector<uint8_t> tmp(e.head.data(), e.head.data() + e.head.size());
+  tmp.insert(tmp.end(), e.tail.data(), e.tail.data() + e.tail.size());
+  std::vector<uint8_t> bitmap(bitmap_bytes(n), 0);
+  PositionIter it(kIndexVarintGaps, tmp.data(), tmp.size(), e.head.size(), n);
+  for (uint64_t pos; (pos = it.next()) != UINT64_MAX;)
+    bitmap[pos >> 3] |= static_cast<uint8_t>(1u << (pos & 7));
+  return bitmap;
 }
 
 template <typename U>
 void encode_tensor_typed(const TensorView& base, const TensorView& target, bool delta, bool anchor,
                          int force_coding, EncodedTensor& out) {
   const uint64_t n = target.nbytes / sizeof(U);
-  XxhState target_hash;
-  std::unique_ptr<XxhState> base_hash;
-  GapEncoder gaps;
-  std::vector<U> values;
-  values.reserve(std::min<uint64_t>(n, n / 32 + 1024));  // ~3%; grows when denser
-  gaps.reserve(std::min<uint64_t>(n, n / 32 + 1024));
+  Xxh3Stream target_hash;
   if (!anchor) {
-    base_hash = std::make_unique<XxhState>();
-    scan_tensor<U>(base.data, target.data, n, delta, gaps, values, base_hash.get(), target_hash);
-    out.base_hash = base_hash->digest();
+    Xxh3Stream base_hash;
+    const size_t guess = static_cast<size_t>(std::min<uint64_t>(n, n / 64 + 1024));  // ~1.5%; grows
+    out.head.reserve_more(guess);
+    out.tail.reserve_more(guess / 2);
+    out.values.reserve_more(guess * sizeof(U));
+    scan_tensor<U>(base.data, target.data, n, delta, out, base_hash, target_hash);
+    out.base_hash = base_hash.digest();
   } else {
     target_hash.update(target.data, target.nbytes);
   }
   out.info.target_hash = target_hash.digest();
 
-  const uint64_t k = anchor ? n : values.size();
+  const uint64_t k = anchor ? n : out.head.size();
   uint8_t coding = kIndexDense;
   if (!anchor) {
     const uint64_t sparse_values = value_stream_bytes(delta, k, sizeof(U));
-    const uint64_t varint_total = gaps.bytes() + sparse_values;
+    const uint64_t varint_total = out.head.size() + out.tail.size() + sparse_values;
     const uint64_t bitmap_total = bitmap_bytes(n) + sparse_values;
     const uint64_t dense_total = value_stream_bytes(delta, n, sizeof(U));
     coding = kIndexVarintGaps;
@@ -119,30 +164,31 @@ void encode_tensor_typed(const TensorView& base, const TensorView& target, bool 
   out.info.changed = k;
   out.info.index_coding = coding;
 
-  std::vector<uint8_t>& s = out.streams;
-  if (coding == kIndexVarintGaps) {
-    gaps.append_to(s);
-  } else if (coding == kIndexBitmap) {
-    s.assign(bitmap_bytes(n), 0);
-    std::vector<uint8_t> tmp;
-    gaps.append_to(tmp);
-    PositionIter it(kIndexVarintGaps, tmp.data(), tmp.size(), k, n);
-    for (uint64_t pos; (pos = it.next()) != UINT64_MAX;) s[pos >> 3] |= static_cast<uint8_t>(1u << (pos & 7));
-  }
-  out.info.index_bytes = s.size();
-  if (coding == kIndexDense) {
-    // Every element: absolute = the target itself, delta = target - base (0 where unchanged).
-    std::vector<U>().swap(values);
-    values.resize(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      const U b = load_le<U>(target.data + i * sizeof(U));
-      values[i] = (delta && !anchor) ? static_cast<U>(b - load_le<U>(base.data + i * sizeof(U))) : b;
+  if (coding == kIndexBitmap) {
+    const std::vector<uint8_t> bitmap = bitmap_from_gaps(out, n);
+    out.head.clear();
+    out.tail.clear();
+    out.head.reserve_more(bitmap.size());
+    if (!bitmap.empty()) std::memcpy(out.head.data(), bitmap.data(), bitmap.size());
+    out.head.set_size(bitmap.size());
+  } else if (coding == kIndexDense) {
+    // Every element: absolute = the target itself, delta = zigzag(target - base) (0 where unchanged).
+    out.head.clear();
+    out.tail.clear();
+    out.values.clear();
+    out.values.reserve_more(n * sizeof(U));
+    uint8_t* v = out.values.data();
+    if (!(delta && !anchor)) {
+      if (n) std::memcpy(v, target.data, n * sizeof(U));
+    } else {
+      for (uint64_t i = 0; i < n; ++i)
+        store_le<U>(v + i * sizeof(U), zigzag(static_cast<U>(load_le<U>(target.data + i * sizeof(U)) -
+                                                             load_le<U>(base.data + i * sizeof(U)))));
     }
+    out.values.set_size(n * sizeof(U));
   }
-  const uint64_t value_bytes = value_stream_bytes(delta && !anchor, values.size(), sizeof(U));
-  s.resize(out.info.index_bytes + value_bytes);
-  write_value_stream<U>(values, delta && !anchor, s.data() + out.info.index_bytes);
-  out.info.value_bytes = value_bytes;
+  out.info.index_bytes = out.head.size() + out.tail.size();
+  out.info.value_bytes = value_stream_bytes(delta && !anchor, out.values.size() / sizeof(U), sizeof(U));
 }
 
 void check_view(const TensorView& t, const char* side) {
@@ -236,15 +282,13 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
   uint64_t raw = 0;
   for (size_t i = 0; i < encoded.size(); ++i) {
     encoded[i].info.raw_offset = raw;
-    raw += encoded[i].streams.size();
+    raw += encoded[i].info.index_bytes + encoded[i].info.value_bytes;
     sorted_targets.push_back(*targets[i]);
     target_hashes.push_back(encoded[i].info.target_hash);
     base_hashes.push_back(encoded[i].base_hash);
   }
   info.target_root_hash = root_hash(sorted_targets, target_hashes);
   info.base_root_hash = anchor ? 0 : root_hash(sorted_targets, base_hashes);  // same names/dtypes/shapes
-  std::vector<uint8_t> payload;
-  payload.reserve(raw);
   // Stream starts: index head, index tail (varint), each value byte plane.
   std::vector<uint64_t> starts;
   for (auto& e : encoded) {
@@ -256,12 +300,22 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
     for (uint64_t b = 0; b < w; ++b) starts.push_back(off + e.info.index_bytes + b * plane);
   }
   std::sort(starts.begin(), starts.end());
-  for (auto& e : encoded) {
-    payload.insert(payload.end(), e.streams.begin(), e.streams.end());
-    std::vector<uint8_t>().swap(e.streams);
-    info.tensors.push_back(std::move(e.info));
-  }
-  return write_container(info, payload, options.zstd_level, options.chunk_bytes, options.threads, starts);
+  // Lay the streams into the payload (one copy, values byte-split on the way), in parallel.
+  std::unique_ptr<uint8_t[]> payload(new uint8_t[std::max<uint64_t>(raw, 1)]);
+  parallel_for(encoded.size(), options.threads, [&](size_t i) {
+    EncodedTensor& e = encoded[i];
+    uint8_t* p = payload.get() + e.info.raw_offset;
+    if (e.head.size()) std::memcpy(p, e.head.data(), e.head.size());
+    if (e.tail.size()) std::memcpy(p + e.head.size(), e.tail.data(), e.tail.size());
+    write_byte_planes(e.values.data(), e.values.size() / dtype_size(e.info.dtype), dtype_size(e.info.dtype),
+                      p + e.info.index_bytes);
+    e.head.clear();
+    e.tail.clear();
+    e.values.clear();
+  });
+  for (auto& e : encoded) info.tensors.push_back(std::move(e.info));
+  return write_container(info, payload.get(), raw, options.zstd_level, options.chunk_bytes, options.threads,
+                         starts);
 }
 
 }  // namespace

@@ -33,30 +33,35 @@ inline void store_le(uint8_t* p, U v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-/// Writes the value stream for `values` (new bit patterns, or wrapping differences target - base in
-/// delta mode) to out (resized to value_stream_bytes).
+/// zigzag of a wrapping difference d: (d << 1) ^ (d >> (8w - 1)), arithmetic shift.
 template <typename U>
 inline U zigzag(U d) {
   constexpr int kBits = 8 * sizeof(U);
   return static_cast<U>(static_cast<U>(d << 1) ^ static_cast<U>(U(0) - static_cast<U>(d >> (kBits - 1))));
 }
 
+/// Inverse of zigzag.
 template <typename U>
 inline U unzigzag(U z) {
   return static_cast<U>(static_cast<U>(z >> 1) ^ static_cast<U>(U(0) - static_cast<U>(z & 1)));
 }
 
-/// Writes the value stream for `values` (new bit patterns, or wrapping differences target - base in
-/// delta mode) to out (value_stream_bytes long).
-template <typename U>
-void write_value_stream(const std::vector<U>& values, bool delta, uint8_t* out) {
-  static_assert(std::is_unsigned<U>::value, "bit patterns are unsigned");
-  const size_t m = values.size();
-  constexpr int w = sizeof(U);
-  for (size_t j = 0; j < m; ++j) {
-    const U v = delta ? zigzag(values[j]) : values[j];
-    for (int b = 0; b < w; ++b) out[b * m + j] = static_cast<uint8_t>(v >> (8 * b));
+/// Byte-splits m stored values (w-byte little-endian integers back to back at `values`, zigzag already
+/// applied in delta mode) into the w planes of a value stream at out (m * w bytes).
+inline void write_byte_planes(const uint8_t* values, uint64_t m, size_t w, uint8_t* out) {
+  if (w == 1) {
+    if (m) std::memcpy(out, values, m);
+    return;
   }
+  if (w == 2) {  // BF16/F16: the common case, one pass
+    for (uint64_t j = 0; j < m; ++j) {
+      out[j] = values[2 * j];
+      out[m + j] = values[2 * j + 1];
+    }
+    return;
+  }
+  for (size_t b = 0; b < w; ++b)
+    for (uint64_t j = 0; j < m; ++j) out[b * m + j] = values[j * w + b];
 }
 
 /// Reads value j from a value stream of m values.
