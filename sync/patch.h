@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -78,10 +79,28 @@ std::vector<uint8_t> encode_anchor(const std::vector<TensorView>& target, const 
 /// Parses and checksums the header (not the payload). Throws PatchError.
 PatchInfo inspect_patch(const uint8_t* data, size_t size);
 
+/// Settings of apply_patch.
+struct ApplyOptions {
+  int threads = 0;  ///< 0 = all hardware threads
+  /// Unset (the default, safe): apply_patch hashes the weights to learn their root. Set: the root hash
+  /// the caller already knows its weights to have, e.g. the target root of the patch it applied last
+  /// (which apply_patch verified then) and nothing has written to the weights since. apply_patch then
+  /// skips hashing the tensors the patch changes (one read of the whole model less): this root equal to
+  /// the patch's target root = no-op (returns false without looking); equal to its base root = apply;
+  /// else a base mismatch error. Every changed tensor's target hash is still verified after apply, so
+  /// a wrong claim cannot leave wrong weights behind (it is rejected and rolled back); only the no-op
+  /// answer rests on the claim alone.
+  std::optional<uint64_t> trusted_root;
+};
+
 /// Validates everything (checksums, indices in bounds, names/dtypes/shapes, base root hash unless the
 /// patch is an anchor or already at target), applies, verifies every target hash. Returns true if the
 /// weights changed, false when they were already at the target (no-op). On any failure throws
 /// PatchError and the weights are unchanged.
+bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, size_t size,
+                 const ApplyOptions& options);
+
+/// The same with default options and `threads` threads (0 = all).
 bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, size_t size, int threads = 0);
 
 }  // namespace pulse::sync

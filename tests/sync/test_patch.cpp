@@ -349,3 +349,59 @@ TEST_CASE("diff masks: the SIMD and portable kernels agree with an element-wise 
   std::vector<uint64_t> m(1);
   CHECK_THROWS_AS(diff_masks(nullptr, nullptr, 0, 3, m.data()), std::invalid_argument);
 }
+
+TEST_CASE("a trusted root skips hashing the base but every target hash is still checked", "[sync][patch]") {
+  std::mt19937_64 rng(17);
+  // The third tensor is left unchanged by the patch.
+  auto [base, target] =
+      random_pair(rng, {{DType::BF16, {300}}, {DType::F32, {7, 9}}, {DType::BF16, {40}}}, 0.05);
+  target.tensors[2] = base.tensors[2];
+  for (ValueMode mode : {ValueMode::Absolute, ValueMode::Delta}) {
+    PatchOptions opt;
+    opt.values = mode;
+    opt.base_version = 3;
+    opt.target_version = 4;
+    const auto patch = encode_patch(base.views(), target.views(), opt);
+    const PatchInfo info = inspect_patch(patch.data(), patch.size());
+    REQUIRE(info.tensors[2].changed == 0);
+    ApplyOptions ao;
+    ao.threads = 2;
+
+    // Correct claim: applies, bit-identical.
+    Model w = base;
+    auto views = w.mutable_views();
+    ao.trusted_root = info.base_root_hash;
+    CHECK(apply_patch(views, patch.data(), patch.size(), ao));
+    CHECK(w == target);
+    // Claimed to be at the target: no-op.
+    ao.trusted_root = info.target_root_hash;
+    CHECK_FALSE(apply_patch(views, patch.data(), patch.size(), ao));
+    CHECK(w == target);
+
+    // A root that is neither: a base mismatch naming the trusted root; weights untouched.
+    Model b2 = base;
+    auto v2 = b2.mutable_views();
+    ao.trusted_root = info.base_root_hash ^ 1;
+    CHECK_THROWS_WITH(apply_patch(v2, patch.data(), patch.size(), ao), Catch::Contains("trusted root"));
+    CHECK(b2 == base);
+
+    // A false claim: the weights differ from the base (in a changed tensor, at an element the patch does
+    // not touch; and in the unchanged tensor): caught by the target hashes, everything rolled back.
+    for (size_t t : {0, 2}) {
+      Model wrong = base;
+      const PatchInfo& pi = info;
+      size_t at = 0;  // an element the patch leaves alone
+      for (; t == 0 && at < 300; ++at)
+        if (std::memcmp(base.tensors[0].bytes.data() + 2 * at, target.tensors[0].bytes.data() + 2 * at, 2) ==
+            0)
+          break;
+      wrong.tensors[t].bytes[2 * at] ^= 4;
+      const Model before = wrong;
+      auto wv = wrong.mutable_views();
+      ao.trusted_root = pi.base_root_hash;
+      INFO("tensor " << t);
+      CHECK_THROWS_AS(apply_patch(wv, patch.data(), patch.size(), ao), PatchError);
+      CHECK(wrong == before);
+    }
+  }
+}
