@@ -444,6 +444,12 @@ void validate(const Config& config_in, const std::string& source) {
   if (config.rl.steps > 0 && config.rl.prompts_per_step < config.run.workers)
     throw ConfigError(source + ": key 'rl.prompts_per_step' must be >= run.workers (" +
                       std::to_string(config.run.workers) + ") so that every worker gets a prompt");
+  if (config.sft.steps > 0 && config.sft.warmup_steps >= config.sft.steps)
+    throw ConfigError(source + ": key 'sft.warmup_steps' must be < sft.steps (" +
+                      std::to_string(config.sft.steps) + ") (the SFT schedule is cosine after warmup)");
+  if (config.optimizer.schedule == "cosine" && config.rl.steps > 0 &&
+      config.optimizer.warmup_steps >= config.rl.steps)
+    throw ConfigError(source + ": key 'optimizer.warmup_steps' must be < rl.steps for the cosine schedule");
   if (!config.transport.tls_cert.empty() != !config.transport.tls_key.empty())
     throw ConfigError(source + ": keys 'transport.tls_cert' and 'transport.tls_key' must be set together");
 }

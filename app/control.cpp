@@ -77,7 +77,17 @@ ControlServer::ControlServer(std::string host, int port, std::string token, Work
   // Long polls hold a thread each: room for every worker's poll plus its reports.
   size_t pool = static_cast<size_t>(2 * n_workers_ + 4);
   srv.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
-  srv.set_payload_max_length(1ull << 31);
+  srv.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    res.status = 400;  // a malformed request: retrying the same bytes cannot help
+    res.set_content(json{{"error", req.path + ": " + what}}.dump(), "application/json");
+  });
   srv.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (token_.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + token_)
@@ -156,7 +166,8 @@ ControlServer::ControlServer(std::string host, int port, std::string token, Work
       if (body["seq"].get<uint64_t>() == job_.seq) {
         if (body.contains("error"))
           worker_error_ = "worker " + body["worker"].dump() + ": " + body["error"].get<std::string>();
-        reports_[body["worker"].get<int64_t>()] = std::move(body);
+        const int64_t worker = body["worker"].get<int64_t>();  // before the move below
+        reports_[worker] = std::move(body);
       }
     }
     cv_.notify_all();

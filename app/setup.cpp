@@ -1,10 +1,13 @@
 #include "app/setup.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <numeric>
 #include <random>
+#include <regex>
 #include <stdexcept>
 
 #include "model/checkpoint.h"
@@ -72,8 +75,29 @@ std::unique_ptr<model::Tokenizer> prepare_tokenizer(const Config& config, const 
         lines.push_back(p.question);
         lines.push_back(rl::sft_target(p));
       }
-      model::train_sentencepiece_bpe(lines, static_cast<int>(config.tokenizer.vocab_size), path,
-                                     derive_seed(static_cast<uint64_t>(config.run.seed), 99));
+      // SentencePiece needs required_chars + specials <= vocab_size <= the pieces the text allows; a
+      // small synthetic corpus allows few merges, so a size outside that window is moved inside it (with a
+      // warning) rather than failing the run: the model's vocab_size follows the tokenizer anyway.
+      int vocab = static_cast<int>(config.tokenizer.vocab_size);
+      for (int attempt = 0;; ++attempt) {
+        try {
+          model::train_sentencepiece_bpe(lines, vocab, path,
+                                         derive_seed(static_cast<uint64_t>(config.run.seed), 99));
+          break;
+        } catch (const std::runtime_error& e) {
+          std::string msg = e.what();
+          std::smatch m;
+          int next = 0;
+          if (std::regex_search(msg, m, std::regex("value <= ([0-9]+)")))
+            next = std::stoi(m[1]);
+          else if (std::regex_search(msg, m, std::regex("required_chars\\. [0-9]+ vs ([0-9]+)")))
+            next = std::stoi(m[1]) + 8;
+          if (next <= 0 || attempt >= 3) throw;
+          spdlog::warn("tokenizer.vocab_size {} does not fit this corpus; training with {} pieces", vocab,
+                       next);
+          vocab = next;
+        }
+      }
     }
   } else if (!fs::exists(path)) {
     throw std::runtime_error("tokenizer.path: '" + path + "' not found");

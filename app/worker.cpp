@@ -68,6 +68,17 @@ void worker_loop(const WorkerLoopOptions& o) {
 
   sync::HttpClientOptions patch_opts;
   patch_opts.url = boot.at("patch_url").get<std::string>();
+  // A trainer bound to every interface (0.0.0.0) advertises that address; reach its patch server through
+  // the host this worker already reaches the control server at.
+  auto any = patch_opts.url.find("://0.0.0.0:");
+  if (any != std::string::npos) {
+    auto host_begin = o.control_url.find("://");
+    auto host_end = o.control_url.rfind(':');
+    if (host_begin != std::string::npos && host_end != std::string::npos && host_end > host_begin + 3)
+      patch_opts.url = patch_opts.url.substr(0, any + 3) +
+                       o.control_url.substr(host_begin + 3, host_end - host_begin - 3) +
+                       patch_opts.url.substr(any + 10);
+  }
   patch_opts.token = o.token;
   patch_opts.max_retries = o.max_retries;
   patch_opts.timeout_s = o.timeout_s;

@@ -49,6 +49,8 @@ TEST_CASE("bad values name the key", "[app][config]") {
   CHECK(error_of("[optimizer]\nschedule = \"linear\"\n").find("'optimizer.schedule' must be one of") !=
         std::string::npos);
   CHECK(error_of("[optimizer]\nlr = -1.0\n").find("'optimizer.lr'") != std::string::npos);
+  CHECK(error_of("[sft]\nsteps = 5\nwarmup_steps = 5\n").find("'sft.warmup_steps' must be < sft.steps") !=
+        std::string::npos);
   CHECK(error_of("[run]\nworkers = 0\n").find("'run.workers'") != std::string::npos);
   CHECK(error_of("[data]\ntask = \"math\"\n").find("'data.path'") != std::string::npos);
   // A TOML syntax error names the file and line.

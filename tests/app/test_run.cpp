@@ -34,23 +34,23 @@ std::string temp_dir(const std::string& name) {
 /// A 2-layer, 64-wide Llama and a short run: 4 GRPO steps, checkpoints every 2.
 std::string write_tiny_config(const std::string& dir) {
   pulse::sync::write_file_atomic(dir + "/tiny.json", R"({
-  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 272, "hidden_size": 64,
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 320, "hidden_size": 64,
   "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
   "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": true,
   "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"})");
   std::string cfg = dir + "/tiny.toml";
   pulse::sync::write_file_atomic(cfg, "[model]\nconfig = \"" + dir + "/tiny.json\"\n" + R"(
 [tokenizer]
-vocab_size = 272
+vocab_size = 320
 [data]
 task = "synthetic_math"
 n_problems = 300
 max_level = 1
 held_out_fraction = 0.1
 [sft]
-steps = 30
+steps = 100
 batch_size = 16
-max_len = 40
+max_len = 32
 lr = 3e-3
 warmup_steps = 5
 [rl]
@@ -58,8 +58,9 @@ steps = 4
 prompts_per_step = 4
 group_size = 4
 max_new_tokens = 12
+temperature = 0.7
 [optimizer]
-lr = 1e-3
+lr = 1e-4
 [eval]
 max_problems = 16
 max_new_tokens = 12
@@ -67,7 +68,7 @@ max_new_tokens = 12
 name = "tiny"
 workers = 2
 checkpoint_every = 2
-threads = 2
+threads = 1
 )");
   return cfg;
 }
@@ -210,6 +211,49 @@ TEST_CASE("kill -9 then --resume reproduces the uninterrupted run's metrics", "[
     INFO(key);
     CHECK(a[key] == b[key]);
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("pulse trainer + two pulse worker processes run the same job over HTTP", "[app][e2e][roles]") {
+  std::string dir = temp_dir("roles");
+  std::string cfg = write_tiny_config(dir);
+  ::setenv("PULSE_TOKEN", "roles-test-token", 1);  // inherited by the three processes
+  pid_t trainer = spawn_pulse(
+      {"trainer", cfg, "--set", "run.dir=" + dir + "/run", "--set", "rl.steps=2", "--set", "sft.steps=5",
+       "--set", "sft.warmup_steps=1", "--set", "eval.before=false", "--set", "eval.after=false"},
+      dir + "/trainer");
+  // The control URL is in the trainer's log once it listens.
+  std::string url;
+  for (int i = 0; i < 3000 && url.empty(); ++i) {
+    std::string log;
+    try {
+      log = pulse::sync::read_file(dir + "/trainer.err");
+    } catch (const std::exception&) {
+    }
+    auto p = log.find("--trainer http://");
+    if (p != std::string::npos) {
+      auto end = log.find_first_of("` \n", p + 10);
+      url = log.substr(p + 10, end - (p + 10));
+    } else {
+      int status = 0;
+      if (::waitpid(trainer, &status, WNOHANG) == trainer) FAIL("trainer exited: " << log);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  REQUIRE_FALSE(url.empty());
+  pid_t w0 = spawn_pulse({"worker", "--trainer", url, "--id", "gpu-a", "--threads", "1"}, dir + "/w0");
+  pid_t w1 = spawn_pulse({"worker", "--trainer", url, "--id", "gpu-b", "--threads", "1"}, dir + "/w1");
+  CHECK(wait_exit(trainer) == 0);
+  CHECK(wait_exit(w0) == 0);
+  CHECK(wait_exit(w1) == 0);
+  ::unsetenv("PULSE_TOKEN");
+  auto rows = pulse::app::MetricsLog::read(dir + "/run/metrics.jsonl");
+  REQUIRE(rows.size() == 2);
+  for (const auto& r : rows) {
+    CHECK(r["bit_identical"] == true);
+    CHECK(r["worker_versions"].size() == 2);
+  }
+  CHECK(rows[1]["worker_versions"]["gpu-a"] == 2);
   fs::remove_all(dir);
 }
 
