@@ -1,5 +1,5 @@
-// `pulse sync diff|apply|inspect|verify|bench`: the PULSESync codec on checkpoints (safetensors files or
-// HF folders) from the command line. Byte layout of patches: sync/FORMAT.md.
+// `pulse sync diff|anchor|apply|inspect|verify|bench`: the PULSESync codec on checkpoints (safetensors files
+// or HF folders) from the command line. Byte layout of patches: sync/FORMAT.md.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -29,6 +29,7 @@ struct SyncCliOptions {
   // bench
   uint64_t elements = bench::SyncBenchOptions{}.elements;
   uint64_t seed = 1;
+  double lr = bench::SyncBenchOptions{}.lr;
   bool json = false;
   bool no_patch_from = false;
   std::vector<std::string> checkpoints;
@@ -49,9 +50,7 @@ void with_patch_errors(const std::string& path, F&& fn) {
   }
 }
 
-void cmd_diff(const SyncCliOptions& o) {
-  const auto base = sync::Checkpoint::open(o.base);
-  const auto target = sync::Checkpoint::open(o.target);
+sync::PatchOptions patch_options(const SyncCliOptions& o) {
   sync::PatchOptions opt;
   opt.values = o.values == "delta" ? sync::ValueMode::Delta : sync::ValueMode::Absolute;
   opt.zstd_level = o.zstd_level;
@@ -59,21 +58,47 @@ void cmd_diff(const SyncCliOptions& o) {
   opt.base_version = o.base_version;
   opt.target_version = o.target_version;
   opt.model_id = o.model_id;
+  return opt;
+}
+
+void write_patch_summary(const std::string& out, const std::vector<uint8_t>& patch);
+
+void cmd_diff(const SyncCliOptions& o) {
+  const auto base = sync::Checkpoint::open(o.base);
+  const auto target = sync::Checkpoint::open(o.target);
+  const sync::PatchOptions opt = patch_options(o);
   std::vector<uint8_t> patch;
   try {
     patch = sync::encode_patch(base.tensors(), target.tensors(), opt);
   } catch (const sync::PatchError& e) {
     throw std::runtime_error("diff '" + o.base + "' -> '" + o.target + "': " + e.what());
   }
-  sync::write_file_atomic(o.out, patch.data(), patch.size());
+  write_patch_summary(o.out, patch);
+}
+
+/// `pulse sync anchor MODEL -o OUT`: a full snapshot (dense, absolute) a worker can start or recover from.
+void cmd_anchor(const SyncCliOptions& o) {
+  const auto model = sync::Checkpoint::open(o.model);
+  std::vector<uint8_t> patch;
+  try {
+    patch = sync::encode_anchor(model.tensors(), patch_options(o));
+  } catch (const sync::PatchError& e) {
+    throw std::runtime_error("anchor of '" + o.model + "': " + e.what());
+  }
+  write_patch_summary(o.out, patch);
+}
+
+/// Writes the patch atomically and prints its size and density.
+void write_patch_summary(const std::string& out, const std::vector<uint8_t>& patch) {
+  sync::write_file_atomic(out, patch.data(), patch.size());
   const auto info = sync::inspect_patch(patch.data(), patch.size());
   uint64_t changed = 0, elements = 0;
   for (const auto& t : info.tensors) {
     changed += t.changed;
     elements += static_cast<uint64_t>(sync::numel(t.shape));
   }
-  std::cout << o.out << ": " << patch.size() << " bytes, " << changed << " of " << elements
-            << " elements changed (" << std::setprecision(4)
+  std::cout << out << ": " << (info.anchor ? "anchor, " : "") << patch.size() << " bytes, " << changed
+            << " of " << elements << " elements changed (" << std::setprecision(4)
             << 100.0 * changed / std::max<uint64_t>(1, elements) << "%), " << std::setprecision(4)
             << (changed ? double(patch.size()) / changed : 0.0) << " bytes/change\n";
 }
@@ -93,7 +118,7 @@ void cmd_apply(const SyncCliOptions& o) {
                     [&] { changed = sync::apply_patch(weights, patch.data(), patch.size(), o.threads); });
   std::vector<sync::TensorView> views;
   for (const auto& w : weights) views.push_back(w.view());
-  sync::write_safetensors(o.out, views);
+  sync::write_safetensors(o.out, views, base.metadata());  // the base's __metadata__ (e.g. format: pt)
   const auto info = sync::inspect_patch(patch.data(), patch.size());
   std::cout << o.out << ": " << (changed ? "patched" : "already at the target, unchanged") << ", version "
             << info.target_version << ", root " << sync::hash_hex(info.target_root_hash) << "\n";
@@ -173,6 +198,7 @@ void cmd_bench(const SyncCliOptions& o) {
   bench::SyncBenchOptions b;
   b.elements = o.elements;
   b.seed = o.seed;
+  b.lr = o.lr;
   b.threads = o.threads;
   b.skip_zstd_patch_from = o.no_patch_from;
   b.checkpoints = o.checkpoints;
@@ -187,7 +213,8 @@ void cmd_bench(const SyncCliOptions& o) {
 
 void register_sync_commands(CLI::App& root) {
   auto o = std::make_shared<SyncCliOptions>();
-  auto* sync_cmd = root.add_subcommand("sync", "PULSESync patches: diff, apply, inspect, verify, bench");
+  auto* sync_cmd =
+      root.add_subcommand("sync", "PULSESync patches: diff, anchor, apply, inspect, verify, bench");
   sync_cmd->require_subcommand(1);
 
   auto* diff = sync_cmd->add_subcommand("diff", "encode the changed elements TARGET - BASE into PATCH");
@@ -205,6 +232,17 @@ void register_sync_commands(CLI::App& root) {
   diff->add_option("--model-id", o->model_id, "free text naming the model lineage");
   diff->add_option("--threads", o->threads, "threads (0 = all cores)")->capture_default_str();
   diff->callback([o] { cmd_diff(*o); });
+
+  auto* anchor = sync_cmd->add_subcommand("anchor", "write a full snapshot of MODEL (an anchor) to OUT");
+  anchor->add_option("model", o->model, "checkpoint (.safetensors or HF folder)")->required();
+  anchor->add_option("-o,--out", o->out, "anchor file to write (atomically)")->required();
+  anchor->add_option("--zstd-level", o->zstd_level, "zstd level 1..22, 0 = none")
+      ->check(CLI::Range(0, 22))
+      ->capture_default_str();
+  anchor->add_option("--version", o->target_version, "version number of MODEL")->capture_default_str();
+  anchor->add_option("--model-id", o->model_id, "free text naming the model lineage");
+  anchor->add_option("--threads", o->threads, "threads (0 = all cores)")->capture_default_str();
+  anchor->callback([o] { cmd_anchor(*o); });
 
   auto* apply = sync_cmd->add_subcommand("apply", "apply PATCH to BASE and write the result to OUT");
   apply->add_option("base", o->base, "base checkpoint (.safetensors or HF folder)")->required();
@@ -228,6 +266,11 @@ void register_sync_commands(CLI::App& root) {
   bench_cmd->add_option("--elements", o->elements, "BF16 elements of the synthetic workload")
       ->capture_default_str();
   bench_cmd->add_option("--seed", o->seed, "synthetic workload seed")->capture_default_str();
+  bench_cmd
+      ->add_option("--lr", o->lr,
+                   "Adam learning rate of the synthetic workload (3e-6: ~7% changed, 3e-7: ~1%)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   bench_cmd->add_option("--threads", o->threads, "threads (0 = all cores)")->capture_default_str();
   bench_cmd->add_option(
       "--checkpoints", o->checkpoints,

@@ -42,6 +42,9 @@ struct SyncBenchResult {
   /// The same three per CPU second of the process (all threads' CPU time summed): robust on a loaded
   /// machine, where wall time measures the other tenants. Table only.
   double encode_cpu_gbps = 0, decode_cpu_gbps = 0, memcpy_cpu_gbps = 0;
+  /// Decode when the worker passes the root it verified last time (ApplyOptions::trusted_root, no
+  /// re-hash of the base): wall and per CPU second, slower mode. Table only.
+  double decode_trusted_gbps = 0, decode_trusted_cpu_gbps = 0;
   int threads = 0;             ///< threads the codec and memcpy ran on
   bool bit_identical = false;  ///< both modes reproduce the target exactly
   // Reported in the table only.

@@ -268,8 +268,8 @@ Container parse_container(const uint8_t* data, size_t size, bool require_complet
   uint64_t stored_sum = 0;
   std::memcpy(&stored_sum, data + header_bytes - 8, 8);
   if (xxh3_64(data, header_bytes - 8) != stored_sum)
-    throw PatchError("patch header checksum mismatch (header bytes 0.." + std::to_string(header_bytes) +
-                     "): corrupt or truncated patch");
+    throw PatchError("patch header checksum mismatch (header byte offsets 0.." +
+                     std::to_string(header_bytes) + "): corrupt or truncated patch");
   if (flags & ~kFlagAnchor) throw PatchError("patch header: unknown flags at byte offset 12");
   info.anchor = flags & kFlagAnchor;
   info.header_bytes = header_bytes;

@@ -243,6 +243,8 @@ Checkpoint Checkpoint::open(const std::string& path) {
     ckpt.files_.push_back(SafetensorsFile::open(path));
     ckpt.tensors_ = ckpt.files_.back().tensors();
   }
+  for (const auto& file : ckpt.files_)  // shards in file-name order; emplace keeps the first value
+    for (const auto& [key, value] : file.metadata()) ckpt.metadata_.emplace(key, value);
   std::sort(ckpt.tensors_.begin(), ckpt.tensors_.end(),
             [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
   for (size_t i = 1; i < ckpt.tensors_.size(); ++i)

@@ -21,7 +21,7 @@ class SafetensorsFile {
   SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
   ~SafetensorsFile();
 
-  const std::vector<TensorView>& tensors() const;          ///< in file data order
+  const std::vector<TensorView>& tensors() const;              ///< in file data order
   const std::map<std::string, std::string>& metadata() const;  ///< "__metadata__"
   const std::string& path() const;
 
@@ -38,9 +38,13 @@ class Checkpoint {
   static Checkpoint open(const std::string& path);
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* find(const std::string& name) const;  ///< nullptr when absent
+  /// "__metadata__" of the checkpoint: a single file's, or the shards' merged (the first shard in
+  /// file-name order wins a key that several shards set differently).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   std::vector<SafetensorsFile> files_;
+  std::map<std::string, std::string> metadata_;
   std::vector<TensorView> tensors_;
 };
 
