@@ -145,8 +145,13 @@ std::vector<Field> fields(Config& c) {
       real_range(&c.rl.tis_cap, 0.0, 1e6));
   add("rl", "micro_batch", &c.rl.micro_batch, "rollouts per forward/backward",
       int_range(&c.rl.micro_batch, 1, 1 << 20));
-  add("rl", "max_lag", &c.rl.max_lag, "off-policy lag in versions (0 = on-policy)",
-      int_range(&c.rl.max_lag, 0, 0));
+  add("rl", "max_lag", &c.rl.max_lag, "off-policy lag in versions (0 = on-policy; only 0 is implemented)",
+      [&c]() -> std::string {
+        return c.rl.max_lag == 0 ? ""
+                                 : "must be 0: off-policy lag (generation overlapped with training) is not "
+                                   "implemented yet (got " +
+                                       std::to_string(c.rl.max_lag) + ")";
+      });
   // optimizer
   add("optimizer", "name", &c.optimizer.name, "adam | adamw", one_of(&c.optimizer.name, {"adam", "adamw"}));
   add("optimizer", "lr", &c.optimizer.lr, "GRPO learning rate", real_range(&c.optimizer.lr, 0.0, 1.0, true));
@@ -213,7 +218,8 @@ std::vector<Field> fields(Config& c) {
       int_range(&c.run.workers, 1, 256));
   add("run", "checkpoint_every", &c.run.checkpoint_every,
       "GRPO steps between checkpoints (0 = only the last)", int_range(&c.run.checkpoint_every, 0, kMaxI));
-  add("run", "threads", &c.run.threads, "LibTorch threads (0 = all cores)",
+  add("run", "threads", &c.run.threads,
+      "LibTorch threads per role (0 = all cores; 1 suits a tiny model on few cores)",
       int_range(&c.run.threads, 0, 1024));
   return f;
 }

@@ -47,8 +47,8 @@ struct SftSection {
 };
 
 struct RlSection {
-  int64_t steps = 30;             ///< GRPO steps
-  int64_t prompts_per_step = 16;  ///< prompts per step, split among the workers
+  int64_t steps = 80;             ///< GRPO steps
+  int64_t prompts_per_step = 48;  ///< prompts per step, split among the workers
   int64_t group_size = 8;         ///< G: rollouts per prompt
   int64_t max_new_tokens = 40;    ///< response length cap (tokens)
   double temperature = 1.0;
@@ -66,7 +66,7 @@ struct RlSection {
 
 struct OptimizerSection {
   std::string name = "adamw";
-  double lr = 5e-4;
+  double lr = 3e-5;
   double beta1 = 0.9, beta2 = 0.99, eps = 1e-8, weight_decay = 0.0;
   double grad_clip = 1.0;             ///< global L2 norm, 0 = off
   std::string schedule = "constant";  ///< constant | linear_warmup | cosine
@@ -107,8 +107,8 @@ struct RunSection {
   std::string dir;      ///< run directory; "" = runs/<name>-<timestamp>
   int64_t seed = 1234;  ///< model init, SFT batches, sampling: every RNG is derived from (seed, step)
   int64_t workers = 2;  ///< inference workers (threads in `pulse run`)
-  int64_t checkpoint_every = 5;  ///< GRPO steps between checkpoints (0 = only at the end)
-  int64_t threads = 0;           ///< LibTorch intra-op threads of the trainer (0 = all cores)
+  int64_t checkpoint_every = 10;  ///< GRPO steps between checkpoints (0 = only at the end)
+  int64_t threads = 1;            ///< LibTorch intra-op threads per role (0 = all cores)
 };
 
 /// The whole configuration. Plain data; load_config() fills and validates it.

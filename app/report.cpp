@@ -125,14 +125,23 @@ std::string write_report(const std::string& run_dir) {
   // Data: step reward_mean reward_std changed_fraction patch_bytes dense_bytes
   std::string data;
   bool all_changed_positive = !rows.empty();
+  std::vector<double> rewards;
+  for (const auto& r : rows) rewards.push_back(num(r, "reward_mean"));
+  size_t ri = 0;
   for (const auto& r : rows) {
+    // Column 7: trailing 5-step moving average of the reward (the per-step mean is noisy).
+    size_t lo = ri >= 4 ? ri - 4 : 0;
+    double avg = 0;
+    for (size_t k = lo; k <= ri; ++k) avg += rewards[k] / static_cast<double>(ri - lo + 1);
+    ++ri;
     double changed = num(r, "changed_fraction");
     all_changed_positive = all_changed_positive && changed > 0;
     data += fmt(num(r, "step"), "%.0f") + " " + fmt(num(r, "reward_mean"), "%.9g") + " " +
             fmt(num(r, "reward_std"), "%.9g") + " " + fmt(changed, "%.9g") + " " +
-            fmt(num(r, "patch_bytes"), "%.0f") + " " + fmt(num(r, "dense_bytes"), "%.0f") + "\n";
+            fmt(num(r, "patch_bytes"), "%.0f") + " " + fmt(num(r, "dense_bytes"), "%.0f") + " " +
+            fmt(avg, "%.9g") + "\n";
   }
-  if (rows.empty()) data = "0 0 0 0 1 1\n";  // an empty run still renders empty axes
+  if (rows.empty()) data = "0 0 0 0 1 1 0\n";  // an empty run still renders empty axes
   sync::write_file_atomic(tmp.path + "/metrics.dat", data);
   double before = summary.is_object() ? summary.value("pass_at_1_before", 0.0) : 0.0;
   double after = summary.is_object() ? summary.value("pass_at_1_after", 0.0) : 0.0;
@@ -145,12 +154,12 @@ std::string write_report(const std::string& run_dir) {
       "set grid\nset key top left\nset xlabel 'GRPO step'\n";
   std::string script = common;
   script += "set output '" + d +
-            "reward.svg'\nset title 'Reward (mean over the step rollouts, bars = std)'\n"
+            "reward.svg'\nset title 'Reward (mean over the step rollouts)'\n"
             "set ylabel 'reward'\nset yrange [-0.05:1.05]\n"
             "plot '" +
             d +
-            "metrics.dat' using 1:2:3 with yerrorbars lc rgb '#9ecae1' title 'std', "
-            "'' using 1:2 with linespoints lw 2 pt 7 lc rgb '#08519c' title 'mean'\n";
+            "metrics.dat' using 1:2 with linespoints lw 1 pt 7 ps 0.6 lc rgb '#08519c' title 'mean', "
+            "'' using 1:7 with lines lw 3 lc rgb '#de2d26' title '5-step moving average'\n";
   script +=
       "set output '" + d +
       "pass.svg'\nset title 'Pass@1 on the held-out split (greedy)'\n"
@@ -169,7 +178,7 @@ std::string write_report(const std::string& run_dir) {
             "unset logscale y\nset format y '%g'\n";
   script += "set output '" + d +
             "bytes.svg'\nset title 'Bytes shipped per step: PULSESync patch vs dense BF16'\n"
-            "set ylabel 'bytes'\nset logscale y\nset format y '10^{%T}'\n"
+            "set ylabel 'bytes'\nset key bottom left\nset logscale y\nset format y '10^{%T}'\n"
             "plot '" +
             d +
             "metrics.dat' using 1:6 with lines lw 2 lc rgb '#636363' title 'dense BF16', "

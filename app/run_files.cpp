@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -89,6 +90,10 @@ nlohmann::json Summary::to_json() const {
                         {"wall_seconds", wall_seconds}};
 }
 
+size_t reward_window(size_t steps) {
+  return std::min<size_t>(5, std::max<size_t>(1, steps / 4));
+}
+
 Summary summarize(const std::vector<nlohmann::json>& rows) {
   Summary s;
   s.steps = static_cast<int64_t>(rows.size());
@@ -101,8 +106,12 @@ Summary summarize(const std::vector<nlohmann::json>& rows) {
     s.bit_identical_every_step = s.bit_identical_every_step && r.value("bit_identical", false);
   }
   if (!rows.empty()) {
-    s.reward_first = rows.front().value("reward_mean", 0.0);
-    s.reward_last = rows.back().value("reward_mean", 0.0);
+    // One step's reward is a noisy sample (a few dozen prompts): average a short window at each end.
+    const size_t n = rows.size(), w = reward_window(n);
+    for (size_t i = 0; i < w; ++i) {
+      s.reward_first += rows[i].value("reward_mean", 0.0) / static_cast<double>(w);
+      s.reward_last += rows[n - w + i].value("reward_mean", 0.0) / static_cast<double>(w);
+    }
     s.mean_changed_fraction = changed_sum / static_cast<double>(rows.size());
   }
   s.compression_ratio = s.patch_bytes_total > 0 ? static_cast<double>(s.dense_bytes_total) /

@@ -41,6 +41,8 @@ class MetricsLog {
 struct Summary {
   int64_t steps = 0;
   double pass_at_1_before = 0, pass_at_1_after = 0;
+  /// Mean step reward over the first / last reward_window(steps) GRPO steps (one step's mean over a few
+  /// dozen prompts is noisy; metrics.jsonl keeps every step's value).
   double reward_first = 0, reward_last = 0;
   double mean_changed_fraction = 0;
   uint64_t patch_bytes_total = 0, dense_bytes_total = 0;
@@ -51,6 +53,9 @@ struct Summary {
 
   nlohmann::json to_json() const;
 };
+
+/// Steps averaged for reward_first / reward_last: steps/4 clamped to [1, 5].
+size_t reward_window(size_t steps);
 
 /// Summary of the metrics rows (steps, rewards, bytes, changed fraction, bit-identity); the caller fills
 /// Pass@1, workers and wall_seconds.

@@ -61,6 +61,15 @@ TEST_CASE("summary has exactly the issue's keys and totals", "[app][run_files]")
   CHECK(s.dense_bytes_total == 2000);
   CHECK(s.compression_ratio == Approx(5.0));
   CHECK(s.bit_identical_every_step);
+  // Longer runs average the first/last few steps.
+  CHECK(pulse::app::reward_window(2) == 1);
+  CHECK(pulse::app::reward_window(12) == 3);
+  CHECK(pulse::app::reward_window(100) == 5);
+  std::vector<json> many;
+  for (int i = 0; i < 12; ++i)
+    many.push_back(json{{"step", i}, {"reward_mean", i < 3 ? 0.1 : (i >= 9 ? 0.7 : 0.4)}});
+  CHECK(pulse::app::summarize(many).reward_first == Approx(0.1));
+  CHECK(pulse::app::summarize(many).reward_last == Approx(0.7));
   rows[1]["bit_identical"] = false;
   CHECK_FALSE(pulse::app::summarize(rows).bit_identical_every_step);
   std::vector<std::string> keys;
