@@ -12,6 +12,11 @@
 namespace pulse::rl {
 namespace {
 
+// libstdc++'s std::regex recurses once per input character and overflows an 8 MB stack at ~20k
+// characters; the longest reference answer in MATH train/test is 159 characters, so longer strings are
+// judged unequal before any regex sees them.
+constexpr size_t kMaxAnswerChars = 1000;
+
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\n\r\f\v");
   if (b == std::string::npos) return "";
@@ -351,6 +356,7 @@ std::optional<std::string> extract_boxed(const std::string& text) {
 }
 
 bool math_equal(const std::string& a, const std::string& b, bool strict) {
+  if (a.size() > kMaxAnswerChars || b.size() > kMaxAnswerChars) return false;
   try {
     if (strict) return prm800k_equal(a, b);
     return structured_equal(a, b, 0);
@@ -369,6 +375,10 @@ RewardResult grade_math(const std::string& response, const std::string& referenc
   r.extracted = *boxed;
   if (trim(*boxed).empty()) {
     r.reason = "empty_answer";
+    return r;
+  }
+  if (boxed->size() > kMaxAnswerChars) {
+    r.reason = "answer_too_long";
     return r;
   }
   bool ok = math_equal(*boxed, reference_answer, strict);

@@ -31,11 +31,13 @@ namespace pulse::rl {
 /// last one is unclosed.
 std::optional<std::string> extract_boxed(const std::string& text);
 
-/// True when two answer strings denote the same answer (see the tiers above). Never throws.
+/// True when two answer strings denote the same answer (see the tiers above). Strings over 1000
+/// characters are unequal (std::regex would overflow the stack on them). Never throws.
 bool math_equal(const std::string& a, const std::string& b, bool strict = false);
 
 /// Grades a model response against the reference answer: score 1 when extract_boxed(response) is
-/// math_equal to reference_answer. reason: "correct", "wrong_answer", "no_boxed_answer", "empty_answer".
+/// math_equal to reference_answer. reason: "correct", "wrong_answer", "no_boxed_answer", "empty_answer",
+/// "answer_too_long" (boxed text over 1000 characters).
 /// `extracted` holds the boxed text. Never throws.
 RewardResult grade_math(const std::string& response, const std::string& reference_answer,
                         bool strict = false);
