@@ -145,13 +145,10 @@ std::vector<Field> fields(Config& c) {
       real_range(&c.rl.tis_cap, 0.0, 1e6));
   add("rl", "micro_batch", &c.rl.micro_batch, "rollouts per forward/backward",
       int_range(&c.rl.micro_batch, 1, 1 << 20));
-  add("rl", "max_lag", &c.rl.max_lag, "off-policy lag in versions (0 = on-policy; only 0 is implemented)",
-      [&c]() -> std::string {
-        return c.rl.max_lag == 0 ? ""
-                                 : "must be 0: off-policy lag (generation overlapped with training) is not "
-                                   "implemented yet (got " +
-                                       std::to_string(c.rl.max_lag) + ")";
-      });
+  add("rl", "max_lag", &c.rl.max_lag,
+      "off-policy lag in versions: 0 = on-policy; 1 = the workers sample step s+1 at version s while the "
+      "trainer takes step s (TIS corrects the gap)",
+      int_range(&c.rl.max_lag, 0, 1));
   // optimizer
   add("optimizer", "name", &c.optimizer.name, "adam | adamw", one_of(&c.optimizer.name, {"adam", "adamw"}));
   add("optimizer", "lr", &c.optimizer.lr, "GRPO learning rate", real_range(&c.optimizer.lr, 0.0, 1.0, true));

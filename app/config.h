@@ -61,7 +61,8 @@ struct RlSection {
   double kl_coef = 0.0;                 ///< KL penalty to the reference (0 = no reference model)
   double tis_cap = 2.0;                 ///< truncated importance sampling cap (0 = off)
   int64_t micro_batch = 32;             ///< rollouts per forward/backward
-  int64_t max_lag = 0;                  ///< off-policy lag: versions a worker may be behind (0 = on-policy)
+  int64_t max_lag = 0;  ///< off-policy lag: versions a worker may be behind (0 = on-policy; 1 = one
+                        ///< rollout batch generated while the trainer steps)
 };
 
 struct OptimizerSection {

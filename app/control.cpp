@@ -221,11 +221,28 @@ std::vector<std::string> ControlServer::wait_for_workers(const std::function<voi
 
 std::vector<json> ControlServer::run_job(const std::string& kind, uint64_t version, int64_t step,
                                          const std::vector<json>& work, const std::function<void()>& check) {
-  std::unique_lock<std::mutex> lock(mu_);
-  job_.seq += 1;
-  job_.body = json{{"kind", kind}, {"version", version}, {"step", step}, {"work", work}};
-  reports_.clear();
+  return wait_job(post_job(kind, version, step, work), check);
+}
+
+uint64_t ControlServer::post_job(const std::string& kind, uint64_t version, int64_t step,
+                                 const std::vector<json>& work) {
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_.seq += 1;
+    job_.body = json{{"kind", kind}, {"version", version}, {"step", step}, {"work", work}};
+    reports_.clear();
+    seq = job_.seq;
+  }
   cv_.notify_all();
+  return seq;
+}
+
+std::vector<json> ControlServer::wait_job(uint64_t seq, const std::function<void()>& check) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (job_.seq != seq)
+    throw std::logic_error("control server: waiting for job " + std::to_string(seq) + " but job " +
+                           std::to_string(job_.seq) + " replaced it");
   while (static_cast<int64_t>(reports_.size()) < n_workers_ && worker_error_.empty()) {
     cv_.wait_for(lock, std::chrono::milliseconds(100));
     lock.unlock();

@@ -64,6 +64,12 @@ class ControlServer {
   std::vector<nlohmann::json> run_job(const std::string& kind, uint64_t version, int64_t step,
                                       const std::vector<nlohmann::json>& work,
                                       const std::function<void()>& check);
+  /// run_job in two halves, so that the trainer can work while the workers run the job (rl.max_lag = 1):
+  /// post_job posts and returns the job's seq; wait_job blocks until every worker reported for that seq
+  /// (which must still be the current job). Same errors as run_job.
+  uint64_t post_job(const std::string& kind, uint64_t version, int64_t step,
+                    const std::vector<nlohmann::json>& work);
+  std::vector<nlohmann::json> wait_job(uint64_t seq, const std::function<void()>& check);
   /// Posts the stop job (does not wait).
   void post_stop();
 

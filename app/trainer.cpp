@@ -78,11 +78,17 @@ int64_t latest_checkpoint(const std::string& run_dir) {
   }
 }
 
-/// Model (HF safetensors) + train state, then LATEST; older checkpoints beyond the newest two are removed.
+/// File of a checkpoint that holds the rollouts already generated for its step (rl.max_lag = 1).
+const char* kPendingRollouts = "/pending_rollouts.json";
+
+/// Model (HF safetensors) + train state (+ with rl.max_lag = 1 the in-flight rollouts for step `step`,
+/// sampled at version step-1: {"step", "version", "reports"}), then LATEST; older checkpoints beyond the
+/// newest two are removed.
 void save_checkpoint(const std::string& run_dir, int64_t step, const model::TransformerImpl& model,
-                     const rl::MasterAdam& opt, uint64_t data_cursor) {
+                     const rl::MasterAdam& opt, uint64_t data_cursor, const json& pending = json()) {
   std::string dir = checkpoint_dir(run_dir, step);
   fs::create_directories(dir);
+  if (!pending.is_null()) write_json_atomic(dir + kPendingRollouts, pending);
   model::save_hf_checkpoint(model, dir + "/model");
   rl::TrainState st;
   st.step = step;
@@ -136,6 +142,9 @@ rl::GrpoConfig grpo_config(const Config& c) {
   g.kl_coef = c.rl.kl_coef;
   g.tis_cap = c.rl.tis_cap;
   g.micro_batch = c.rl.micro_batch;
+  // Lagged rollouts were sampled by an older policy: pi_old must be the trainer's current policy, and
+  // the TIS weight pi_old / pi_sampler corrects the gap (rl/grpo.h).
+  g.recompute_old_logprobs = true;
   return g;
 }
 
@@ -404,17 +413,31 @@ int run_job(const JobOptions& opt) {
   }
 
   // ---- GRPO steps ----------------------------------------------------------------------------------------
+  // rl.max_lag = 0: generate at version s -> GRPO step -> publish s+1 -> workers sync to s+1 -> next step.
+  // rl.max_lag = 1: while the trainer takes step s on rollouts sampled at version s-1, the workers sample
+  // step s+1's rollouts at version s (syncing to it first); the last version is confirmed by a sync job.
+  // Every version's worker root hashes are compared with the trainer's.
   const rl::GrpoConfig gcfg = grpo_config(config);
   const int64_t steps = config.rl.steps;
+  const bool lagged = config.rl.max_lag > 0;
   MetricsLog metrics(metrics_path);
   ProgressBar progress(start_step, steps, !opt.quiet);
   if (start_step < steps)
-    spdlog::info("GRPO: {} steps x {} prompts x {} samples, {} workers over HTTP ({}), {:.2f} MB dense BF16",
-                 steps, config.rl.prompts_per_step, config.rl.group_size, n_workers, control.url(),
-                 dense_bytes / 1e6);
-  for (int64_t s = start_step; s < steps; ++s) {
-    auto t_step = Clock::now();
-    // 1) rollouts: the step's prompts split among the workers, sampled with weights at version s.
+    spdlog::info(
+        "GRPO: {} steps x {} prompts x {} samples, {} workers over HTTP ({}), {:.2f} MB dense BF16{}", steps,
+        config.rl.prompts_per_step, config.rl.group_size, n_workers, control.url(), dense_bytes / 1e6,
+        lagged ? ", off-policy lag 1 (generation overlapped with training)" : "");
+
+  /// Rollouts of one step as the workers reported them.
+  struct Generated {
+    int64_t step = -1;
+    uint64_t version = 0;       ///< the version the workers sampled with
+    std::vector<json> reports;  ///< by worker index
+    std::vector<rl::Rollout> rollouts;
+    int64_t tokens = 0;
+    double gen_ms = 0;
+  };
+  auto post_generate = [&](int64_t s, uint64_t version) {
     std::vector<int64_t> idx =
         step_prompt_indices(static_cast<int64_t>(sets.train.size()), config.rl.prompts_per_step, seed, s);
     std::vector<json> work(n_workers);
@@ -426,27 +449,92 @@ int run_job(const JobOptions& opt) {
       work[w] = json{{"problems", problems},
                      {"step_seed", derive_seed(seed, kSeedRollout, static_cast<uint64_t>(s))}};
     }
-    auto gen_reports = control.run_job("generate", static_cast<uint64_t>(s), s, work, check);
-    const std::string hash_s = sync::hash_hex(sync::root_hash(adam->bf16_views()));
-    bool same_at_generation = identical(gen_reports, static_cast<uint64_t>(s), hash_s);
-    std::vector<rl::Rollout> rollouts;
-    int64_t gen_tokens = 0;
-    double gen_ms = 0;
+    return control.post_job("generate", version, s, work);
+  };
+  // The step's rollouts from the workers' reports (the prompts split among the workers in index order).
+  auto assemble = [&](int64_t s, uint64_t version, std::vector<json> reports) {
+    Generated g;
+    g.step = s;
+    g.version = version;
+    std::vector<int64_t> idx =
+        step_prompt_indices(static_cast<int64_t>(sets.train.size()), config.rl.prompts_per_step, seed, s);
+    if (reports.size() != n_workers)
+      throw std::runtime_error("rollouts of step " + std::to_string(s) + ": " +
+                               std::to_string(reports.size()) + " worker reports, expected " +
+                               std::to_string(n_workers));
     for (size_t w = 0; w < n_workers; ++w) {
-      auto [b, e] = share(idx.size(), n_workers, w);
-      for (const auto& rj : gen_reports[w].at("rollouts")) {
+      auto b = share(idx.size(), n_workers, w).first;
+      for (const auto& rj : reports[w].at("rollouts")) {
         rl::Rollout r = rollout_from_json(rj);
         r.problem_index = idx.at(b + static_cast<size_t>(r.problem_index));
         r.group += static_cast<int64_t>(b);
-        rollouts.push_back(std::move(r));
+        g.rollouts.push_back(std::move(r));
       }
-      gen_tokens += gen_reports[w].at("tokens").get<int64_t>();
-      gen_ms = std::max(gen_ms, gen_reports[w].at("generate_ms").get<double>());
-      (void)e;
+      g.tokens += reports[w].at("tokens").get<int64_t>();
+      g.gen_ms = std::max(g.gen_ms, reports[w].at("generate_ms").get<double>());
     }
+    g.reports = std::move(reports);
+    return g;
+  };
+  auto sync_stats = [&](const std::vector<json>& reports, double* fetch_ms, double* apply_ms, double* load_ms,
+                        json* versions) {
+    for (size_t w = 0; w < n_workers; ++w) {
+      const json& st = reports[w].at("sync");
+      *fetch_ms = std::max(*fetch_ms, st.at("fetch_ms").get<double>());
+      *apply_ms = std::max(*apply_ms, st.at("apply_ms").get<double>());
+      *load_ms = std::max(*load_ms, st.at("load_ms").get<double>());
+      (*versions)[worker_ids[w]] = reports[w].at("version");
+    }
+  };
+
+  // With lag, the first step's rollouts come from the resumed checkpoint or are sampled now (lag 0).
+  Generated pending;
+  bool pending_identical = true;
+  if (lagged && start_step < steps) {
+    std::string path = checkpoint_dir(run_dir, start_step) + kPendingRollouts;
+    if (resume_step > 0 && fs::exists(path)) {
+      json p = read_json(path);
+      if (p.at("step").get<int64_t>() != start_step)
+        throw std::runtime_error(path + ": rollouts of step " + p.at("step").dump() + ", expected step " +
+                                 std::to_string(start_step));
+      pending =
+          assemble(start_step, p.at("version").get<uint64_t>(), p.at("reports").get<std::vector<json>>());
+    } else {
+      if (resume_step > 0)
+        spdlog::warn("{}: missing; sampling step {} at version {} (lag 0)", path, start_step, start_step);
+      const std::string hash = sync::hash_hex(sync::root_hash(adam->bf16_views()));
+      pending =
+          assemble(start_step, static_cast<uint64_t>(start_step),
+                   control.wait_job(post_generate(start_step, static_cast<uint64_t>(start_step)), check));
+      pending_identical = identical(pending.reports, static_cast<uint64_t>(start_step), hash);
+    }
+  }
+
+  for (int64_t s = start_step; s < steps; ++s) {
+    auto t_step = Clock::now();
+    const bool last = s + 1 == steps;
+    // 1) rollouts for step s: sampled now at version s, or (lag) already sampled at version s-1; with lag
+    //    the workers start step s+1's rollouts at version s before the trainer steps.
+    const std::string hash_s = sync::hash_hex(sync::root_hash(adam->bf16_views()));
+    bool same = true;
+    Generated cur;
+    uint64_t next_seq = 0;
+    if (lagged) {
+      cur = std::move(pending);
+      same = pending_identical;
+      pending_identical = true;
+      if (!last) next_seq = post_generate(s + 1, static_cast<uint64_t>(s));
+    } else {
+      cur = assemble(s, static_cast<uint64_t>(s),
+                     control.wait_job(post_generate(s, static_cast<uint64_t>(s)), check));
+      same = identical(cur.reports, static_cast<uint64_t>(s), hash_s);
+    }
+    uint64_t oldest = static_cast<uint64_t>(s);
+    for (const auto& r : cur.rollouts) oldest = std::min(oldest, r.policy_version);
+    const int64_t lag = s - static_cast<int64_t>(oldest);
     // 2) GRPO step on the FP32 masters; the model then holds their BF16 cast.
     auto t_train = Clock::now();
-    rl::GrpoStepStats gs = rl::grpo_step(*policy, *adam, rollouts, gcfg);
+    rl::GrpoStepStats gs = rl::grpo_step(*policy, *adam, cur.rollouts, gcfg);
     double train_ms = ms_since(t_train);
     // 3) publish version s+1: the patch holds the BF16 elements that changed.
     auto t_enc = Clock::now();
@@ -459,22 +547,28 @@ int run_job(const JobOptions& opt) {
       index_raw += t.index_bytes;
       value_raw += t.value_bytes;
     }
-    // 4) workers fetch, validate, apply, confirm; the trainer compares their root hash with its own.
-    auto sync_reports = control.run_job("sync", static_cast<uint64_t>(s + 1), s, empty_work, check);
+    // 4) the workers' root hashes against the trainer's: after syncing to s+1 (no lag, or the last step),
+    //    else at version s where they sampled step s+1 (version s+1 is checked at the next step).
     const std::string hash_next = sync::hash_hex(sync::root_hash(adam->bf16_views()));
-    bool same_after_sync = identical(sync_reports, static_cast<uint64_t>(s + 1), hash_next);
     double fetch_ms = 0, apply_ms = 0, load_ms = 0;
     json versions = json::object();
-    for (size_t w = 0; w < n_workers; ++w) {
-      const json& st = sync_reports[w].at("sync");
-      fetch_ms = std::max(fetch_ms, st.at("fetch_ms").get<double>());
-      apply_ms = std::max(apply_ms, st.at("apply_ms").get<double>());
-      load_ms = std::max(load_ms, st.at("load_ms").get<double>());
-      versions[worker_ids[w]] = sync_reports[w].at("version");
+    double wait_ms = 0;
+    if (!lagged || last) {
+      auto sync_reports = control.run_job("sync", static_cast<uint64_t>(s + 1), s, empty_work, check);
+      same = identical(sync_reports, static_cast<uint64_t>(s + 1), hash_next) && same;
+      sync_stats(sync_reports, &fetch_ms, &apply_ms, &load_ms, &versions);
+    } else {
+      auto t_wait = Clock::now();
+      pending = assemble(s + 1, static_cast<uint64_t>(s), control.wait_job(next_seq, check));
+      wait_ms = ms_since(t_wait);
+      same = identical(pending.reports, static_cast<uint64_t>(s), hash_s) && same;
+      sync_stats(pending.reports, &fetch_ms, &apply_ms, &load_ms, &versions);
     }
     const double elements = static_cast<double>(std::max<uint64_t>(1, gs.elements));
     json row{{"step", s},
              {"version", s + 1},
+             {"rollout_version", oldest},
+             {"lag", lag},
              {"reward_mean", gs.reward_mean},
              {"reward_std", gs.reward_std},
              {"loss", gs.loss},
@@ -484,10 +578,11 @@ int run_job(const JobOptions& opt) {
              {"lr", gs.lr},
              {"entropy", gs.entropy},
              {"tis_mismatch", gs.tis_mismatch},
-             {"response_tokens", gen_tokens},
+             {"tis_clipped_fraction", gs.tis_clipped_fraction},
+             {"response_tokens", cur.tokens},
              {"truncated", gs.truncated},
              {"zero_variance_groups", gs.zero_variance_groups},
-             {"tokens_per_s", gen_ms > 0 ? gen_tokens / (gen_ms / 1000.0) : 0.0},
+             {"tokens_per_s", cur.gen_ms > 0 ? cur.tokens / (cur.gen_ms / 1000.0) : 0.0},
              {"changed", gs.bf16_changed},
              {"changed_fraction", static_cast<double>(gs.bf16_changed) / elements},
              {"patch_changed", changed},
@@ -501,18 +596,23 @@ int run_job(const JobOptions& opt) {
              {"transfer_ms", fetch_ms},
              {"apply_ms", apply_ms},
              {"load_ms", load_ms},
-             {"generate_ms", gen_ms},
+             {"generate_ms", cur.gen_ms},
              {"train_ms", train_ms},
+             {"generate_wait_ms", wait_ms},
              {"step_ms", ms_since(t_step)},
              {"worker_versions", versions},
-             {"bit_identical", same_at_generation && same_after_sync},
+             {"bit_identical", same},
              {"elapsed_s", elapsed()}};
     metrics.append(row);
     if (opt.log_json) std::cout << row.dump() << std::endl;
-    bool last = s + 1 == steps;
-    if (last || (config.run.checkpoint_every > 0 && (s + 1) % config.run.checkpoint_every == 0))
+    if (last || (config.run.checkpoint_every > 0 && (s + 1) % config.run.checkpoint_every == 0)) {
+      json pending_json;
+      if (lagged && !last)
+        pending_json =
+            json{{"step", pending.step}, {"version", pending.version}, {"reports", pending.reports}};
       save_checkpoint(run_dir, s + 1, *policy, *adam,
-                      static_cast<uint64_t>((s + 1) * config.rl.prompts_per_step));
+                      static_cast<uint64_t>((s + 1) * config.rl.prompts_per_step), pending_json);
+    }
     char status[160];
     std::snprintf(status, sizeof status, "reward %.3f  changed %.2e  patch %.1f KB (%.0fx)", gs.reward_mean,
                   static_cast<double>(gs.bf16_changed) / elements, blob->size() / 1e3,
@@ -520,8 +620,8 @@ int run_job(const JobOptions& opt) {
     if (progress.active()) {
       progress.update(s, status);
     } else {
-      spdlog::info("step {}/{} {} bit-identical {} ({:.1f} s)", s + 1, steps, status,
-                   same_at_generation && same_after_sync ? "yes" : "NO", seconds_since(t_step));
+      spdlog::info("step {}/{} {} bit-identical {} ({:.1f} s)", s + 1, steps, status, same ? "yes" : "NO",
+                   seconds_since(t_step));
     }
   }
   progress.finish();
