@@ -45,6 +45,9 @@ struct SyncBenchResult {
   /// Decode when the worker passes the root it verified last time (ApplyOptions::trusted_root, no
   /// re-hash of the base): wall and per CPU second, slower mode. Table only.
   double decode_trusted_gbps = 0, decode_trusted_cpu_gbps = 0;
+  /// Encode when the trainer passes the base root it published (PatchOptions::known_base_root, no
+  /// hash of the base): wall and per CPU second, slower mode. Table only.
+  double encode_known_gbps = 0, encode_known_cpu_gbps = 0;
   int threads = 0;             ///< threads the codec and memcpy ran on
   bool bit_identical = false;  ///< both modes reproduce the target exactly
   // Reported in the table only.

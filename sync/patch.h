@@ -30,6 +30,20 @@ struct PatchOptions {
   /// Index coding for every tensor: -1 = choose per tensor by size (default); 0 varint gaps, 1 bitmap,
   /// 2 dense (FORMAT.md). Forcing exists for tests and benchmarks.
   int force_index_coding = -1;
+  /// Trust model of the two fields below: the base hash written into the header is the caller's claim.
+  /// The encoder does not check it (that would cost the read of the base it saves); the worker still
+  /// verifies its own weights' root against the header's base root before applying (apply_patch), so a
+  /// wrong claim makes the patch rejected at apply time (weights unchanged), never silently applied.
+  /// Use them when the caller published the base itself, e.g. the previous encode's target hashes.
+  ///
+  /// Unset (default): the encoder hashes the base while it scans it. Set: the base's root hash
+  /// (sync/hash.h root_hash) as the caller knows it; the base is not hashed. Wins over the field below.
+  std::optional<uint64_t> known_base_root;
+  /// Unset (default) or one tensor_hash per base tensor, in the order of the `base` argument of
+  /// encode_patch (e.g. the target_hash entries, matched by name, of the header of the patch that
+  /// produced the base: inspect_patch(...).tensors); the base is
+  /// not hashed and its root is computed from these. Another size: PatchError.
+  std::optional<std::vector<uint64_t>> known_base_tensor_hashes;
 };
 
 /// Any rejected patch: bad magic/version/checksum, truncation, out-of-bounds index, name/dtype/shape

@@ -75,7 +75,7 @@ inline uint8_t* put_tail(uint8_t* t, uint64_t rest) {
 /// straight into the output arrays; both sides are hashed while the block is in L2.
 template <typename U>
 void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, EncodedTensor& out,
-                 Xxh3Stream& base_hash, Xxh3Stream& target_hash) {
+                 Xxh3Stream* base_hash, Xxh3Stream& target_hash) {
   constexpr size_t w = sizeof(U);
   const uint64_t block_elems = kScanBlockBytes / w;  // a multiple of kDiffGroup
   std::vector<uint64_t> masks(block_elems / kDiffGroup);
@@ -114,7 +114,7 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
       out.tail.set_size(static_cast<size_t>(t - out.tail.data()));
       out.values.set_size(static_cast<size_t>(v - out.values.data()));
     }
-    base_hash.update(a, cnt * w);
+    if (base_hash) base_hash->update(a, cnt * w);  // null: the caller knows the base's hash
     target_hash.update(b, cnt * w);
   }
 }
@@ -132,7 +132,7 @@ std::vector<uint8_t> bitmap_from_gaps(const EncodedTensor& e, uint64_t n) {
 
 template <typename U>
 void encode_tensor_typed(const TensorView& base, const TensorView& target, bool delta, bool anchor,
-                         int force_coding, EncodedTensor& out) {
+                         bool hash_base, int force_coding, EncodedTensor& out) {
   const uint64_t n = target.nbytes / sizeof(U);
   Xxh3Stream target_hash;
   if (!anchor) {
@@ -141,8 +141,8 @@ void encode_tensor_typed(const TensorView& base, const TensorView& target, bool 
     out.head.reserve_more(guess);
     out.tail.reserve_more(guess / 2);
     out.values.reserve_more(guess * sizeof(U));
-    scan_tensor<U>(base.data, target.data, n, delta, out, base_hash, target_hash);
-    out.base_hash = base_hash.digest();
+    scan_tensor<U>(base.data, target.data, n, delta, out, hash_base ? &base_hash : nullptr, target_hash);
+    if (hash_base) out.base_hash = base_hash.digest();
   } else {
     target_hash.update(target.data, target.nbytes);
   }
@@ -214,6 +214,17 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
     if (targets[i]->name == targets[i - 1]->name)
       throw PatchError("target tensor '" + targets[i]->name + "' appears twice");
   std::vector<const TensorView*> bases(targets.size(), nullptr);
+  // Claimed base hashes (PatchOptions), by base tensor address.
+  std::map<const TensorView*, uint64_t> known_hash;
+  if (!anchor && !options.known_base_root && options.known_base_tensor_hashes) {
+    if (options.known_base_tensor_hashes->size() != base->size())
+      throw PatchError("known_base_tensor_hashes holds " +
+                       std::to_string(options.known_base_tensor_hashes->size()) + " hashes for " +
+                       std::to_string(base->size()) + " base tensors");
+    for (size_t i = 0; i < base->size(); ++i)
+      known_hash[&(*base)[i]] = (*options.known_base_tensor_hashes)[i];
+  }
+  const bool hash_base = !anchor && !options.known_base_root && !options.known_base_tensor_hashes;
   if (!anchor) {
     std::map<std::string, const TensorView*> by_name;
     for (const auto& b : *base) {
@@ -257,16 +268,16 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
     const TensorView& b = anchor ? empty : *bases[i];
     switch (dtype_size(t.dtype)) {
       case 1:
-        encode_tensor_typed<uint8_t>(b, t, delta, anchor, options.force_index_coding, e);
+        encode_tensor_typed<uint8_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
         break;
       case 2:
-        encode_tensor_typed<uint16_t>(b, t, delta, anchor, options.force_index_coding, e);
+        encode_tensor_typed<uint16_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
         break;
       case 4:
-        encode_tensor_typed<uint32_t>(b, t, delta, anchor, options.force_index_coding, e);
+        encode_tensor_typed<uint32_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
         break;
       default:
-        encode_tensor_typed<uint64_t>(b, t, delta, anchor, options.force_index_coding, e);
+        encode_tensor_typed<uint64_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
         break;
     }
   });
@@ -285,10 +296,13 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
     raw += encoded[i].info.index_bytes + encoded[i].info.value_bytes;
     sorted_targets.push_back(*targets[i]);
     target_hashes.push_back(encoded[i].info.target_hash);
-    base_hashes.push_back(encoded[i].base_hash);
+    base_hashes.push_back(known_hash.empty() ? encoded[i].base_hash : known_hash.at(bases[i]));
   }
   info.target_root_hash = root_hash(sorted_targets, target_hashes);
-  info.base_root_hash = anchor ? 0 : root_hash(sorted_targets, base_hashes);  // same names/dtypes/shapes
+  // The base holds the same names/dtypes/shapes as the target.
+  info.base_root_hash = anchor                    ? 0
+                        : options.known_base_root ? *options.known_base_root
+                                                  : root_hash(sorted_targets, base_hashes);
   // Stream starts: index head, index tail (varint), each value byte plane.
   std::vector<uint64_t> starts;
   for (auto& e : encoded) {
