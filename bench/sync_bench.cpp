@@ -441,6 +441,15 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
 
 std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std::ostream& log) {
   if (options.elements == 0) throw std::invalid_argument("sync bench: --elements must be >= 1");
+  // Base + target alone hold 4 bytes per element. Refuse what cannot fit in memory (e.g. "-5", which an
+  // unsigned parse wraps to ~2^64) before the shape loop and the allocations run for hours.
+  const uint64_t memory_bytes =
+      static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+  if (options.elements > memory_bytes / 4)
+    throw std::invalid_argument("sync bench: --elements " + std::to_string(options.elements) +
+                                " needs at least " + std::to_string(options.elements / 250'000'000) +
+                                " GB (4 bytes per element), more than this machine's " +
+                                std::to_string(memory_bytes / 1'000'000'000) + " GB of memory");
   std::vector<SyncBenchResult> results;
   {
     std::vector<OwnedTensor> base, target;

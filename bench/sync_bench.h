@@ -61,7 +61,8 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
                                   const SyncBenchOptions& options, std::ostream& log);
 
 /// Runs the synthetic workload (seeded Adam steps over FP32 masters ~N(0, 0.02), lr 3e-6, BF16 cast)
-/// and, with >= 2 checkpoints, the `run` workload over consecutive pairs.
+/// and, with >= 2 checkpoints, the `run` workload over consecutive pairs. Throws std::invalid_argument
+/// when elements is 0 or base + target (4 bytes per element) exceed the machine's physical memory.
 std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std::ostream& log);
 
 /// {"synthetic": {...}, "run": {...}} with exactly the keys per workload.

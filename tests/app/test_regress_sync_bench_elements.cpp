@@ -1,0 +1,29 @@
+// Regression: `pulse sync bench --elements -5` parsed -5 as 2^64 - 5 and then hung building shapes and
+// allocating; an element count that cannot fit in memory must be refused at once with a clear error.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+
+#include "bench/sync_bench.h"
+
+using pulse::bench::run_sync_bench;
+using pulse::bench::SyncBenchOptions;
+
+TEST_CASE("sync bench refuses element counts beyond physical memory", "[bench][regress]") {
+  std::ostringstream log;
+  SyncBenchOptions o;
+  o.skip_zstd_patch_from = true;
+  o.threads = 1;
+  o.elements = static_cast<uint64_t>(-5);  // what "--elements -5" becomes in an unsigned parse
+  CHECK_THROWS_WITH(run_sync_bench(o, log),
+                    Catch::Contains("--elements 18446744073709551611") && Catch::Contains("memory"));
+  o.elements = 0;
+  CHECK_THROWS_AS(run_sync_bench(o, log), std::invalid_argument);
+  o.elements = 4096;  // small sizes still run
+  auto results = run_sync_bench(o, log);
+  REQUIRE(results.size() == 1);
+  CHECK(results[0].elements == 4096);
+  CHECK(results[0].bit_identical);
+}
