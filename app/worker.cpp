@@ -10,6 +10,7 @@
 
 #include "app/control.h"
 #include "app/job.h"
+#include "app/prefetch.h"
 #include "app/setup.h"
 #include "model/chat_template.h"
 #include "model/tokenizer.h"
@@ -82,7 +83,8 @@ void worker_loop(const WorkerLoopOptions& o) {
   patch_opts.token = o.token;
   patch_opts.max_retries = o.max_retries;
   patch_opts.timeout_s = o.timeout_s;
-  sync::PatchClient patches(patch_opts);
+  sync::PatchClient client(patch_opts);
+  PrefetchingSource patches(client);
   sync::WorkerReplica replica(o.worker_id);
 
   rl::RolloutConfig rc;
@@ -100,11 +102,15 @@ void worker_loop(const WorkerLoopOptions& o) {
     json job = control.next_job(seq);
     seq = job.at("seq").get<uint64_t>();
     const std::string kind = job.at("kind").get<std::string>();
-    if (kind == "stop") break;
+    if (kind == "stop") {
+      patches.stop();
+      break;
+    }
     json report{{"worker", index}, {"seq", seq}};
     try {
       const uint64_t version = job.at("version").get<uint64_t>();
       auto t0 = std::chrono::steady_clock::now();
+      const uint64_t hits_before = patches.hits();
       sync::WorkerReplica::SyncStats st = replica.sync_to(patches, version);
       double sync_ms = ms_since(t0);
       double load_ms = 0;
@@ -119,7 +125,10 @@ void worker_loop(const WorkerLoopOptions& o) {
                             {"bytes", st.bytes},       {"fetch_ms", st.fetch_ms},
                             {"apply_ms", st.apply_ms}, {"used_anchor", st.used_anchor},
                             {"rejected", st.rejected}, {"total_ms", sync_ms},
-                            {"load_ms", load_ms}};
+                            {"load_ms", load_ms},      {"prefetched", patches.hits() > hits_before}};
+      // Download the next version's patch in the background while this worker generates (rl.max_lag = 1:
+      // the trainer publishes it meanwhile) or waits for the next job; it is applied at the next sync.
+      patches.start(replica.version());
       if (kind == "generate") {
         const json& work = job.at("work");
         std::vector<rl::Problem> problems;
@@ -142,6 +151,7 @@ void worker_loop(const WorkerLoopOptions& o) {
         report["tokens"] = tokens;
       }
     } catch (const std::exception& e) {
+      patches.stop();
       report["error"] = e.what();
       try {
         control.report(report);
