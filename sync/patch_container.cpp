@@ -92,7 +92,13 @@ ZSTD_CCtx* thread_cctx() {
 void compress_piece(const uint8_t* p, size_t n, int level, std::vector<uint8_t>& out) {
   ZSTD_CCtx* cctx = thread_cctx();
   const double bits = n >= kTryBothBytes ? entropy_bits_per_byte(p, n) : -1;
-  std::vector<uint8_t> a, b;
+  // Scratch frames kept per thread across calls (pieces up to kKeepScratchBytes): fresh buffers of
+  // compressBound(n) bytes cost a page fault and a kernel zero-fill per 4 KiB on every encode.
+  constexpr size_t kKeepScratchBytes = 64u << 20;
+  thread_local std::vector<uint8_t> kept_a, kept_b;
+  std::vector<uint8_t> big_a, big_b;
+  std::vector<uint8_t>& a = n <= kKeepScratchBytes ? kept_a : big_a;
+  std::vector<uint8_t>& b = n <= kKeepScratchBytes ? kept_b : big_b;
   size_t na = SIZE_MAX, nb = 0;
   auto normal_frame = [&] {
     a.resize(ZSTD_compressBound(n));
