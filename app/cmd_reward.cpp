@@ -1,5 +1,6 @@
 // `pulse reward math|mbpp`: grade one response and print {"score", "extracted", "reason"} as JSON.
-// Exit status: 0 correct, 1 incorrect, 3 infrastructure error (e.g. bubblewrap cannot start).
+// Exit status: 0 correct, 1 incorrect, 2 bad input (unreadable file, malformed task), 3 infrastructure
+// error (e.g. bubblewrap cannot start): a caller can tell a wrong answer from a broken call.
 #include <CLI/CLI.hpp>
 
 #include <fstream>
@@ -39,6 +40,20 @@ std::string read_text(const std::string& path) {
   throw Exit{r.infrastructure_error ? 3 : (r.score > 0 ? 0 : 1)};
 }
 
+/// Runs a grading callback; an input error (not a grade) is reported on stderr with exit status 2, so it
+/// cannot be mistaken for "incorrect" (1).
+template <typename Fn>
+void with_input_errors_as_2(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Exit&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::cerr << "pulse: error: " << e.what() << "\n";
+    throw Exit{2};
+  }
+}
+
 }  // namespace
 
 void register_reward_commands(CLI::App& root) {
@@ -46,14 +61,17 @@ void register_reward_commands(CLI::App& root) {
   auto* reward = root.add_subcommand(
       "reward",
       "grade one response like the RL reward does; prints {\"score\",\"extracted\",\"reason\"} "
-      "(exit 0 correct, 1 incorrect, 3 infrastructure error)");
+      "(exit 0 correct, 1 incorrect, 2 bad input, 3 infrastructure error)");
   reward->require_subcommand(1);
 
   auto* math = reward->add_subcommand("math", "MATH grader: last \\boxed{} of the response vs the answer");
   math->add_option("--response", o->response_path, "file with the model response ('-' = stdin)")->required();
   math->add_option("--answer", o->answer, "reference answer, e.g. '\\frac{3}{4}'")->required();
   math->add_flag("--strict", o->strict, "PRM800K grading rules instead of pulse's lenient tiers");
-  math->callback([o] { print_and_exit(rl::grade_math(read_text(o->response_path), o->answer, o->strict)); });
+  math->callback([o] {
+    with_input_errors_as_2(
+        [&] { print_and_exit(rl::grade_math(read_text(o->response_path), o->answer, o->strict)); });
+  });
 
   auto* mbpp =
       reward->add_subcommand("mbpp", "MBPP grader: run the program and the task's asserts in bubblewrap");
@@ -64,11 +82,13 @@ void register_reward_commands(CLI::App& root) {
       ->required()
       ->check(CLI::ExistingFile);
   mbpp->callback([o] {
-    auto tasks = rl::load_mbpp_jsonl(o->task_path);
-    if (tasks.size() != 1)
-      throw std::runtime_error(o->task_path + ": expected exactly one MBPP record, found " +
-                               std::to_string(tasks.size()));
-    print_and_exit(rl::grade_mbpp(rl::extract_code(read_text(o->code_path)), tasks[0]));
+    with_input_errors_as_2([&] {
+      auto tasks = rl::load_mbpp_jsonl(o->task_path);
+      if (tasks.size() != 1)
+        throw std::runtime_error(o->task_path + ": expected exactly one MBPP record, found " +
+                                 std::to_string(tasks.size()));
+      print_and_exit(rl::grade_mbpp(rl::extract_code(read_text(o->code_path)), tasks[0]));
+    });
   });
 }
 
