@@ -477,13 +477,14 @@ int run_job(const JobOptions& opt) {
     return g;
   };
   auto sync_stats = [&](const std::vector<json>& reports, double* fetch_ms, double* apply_ms, double* load_ms,
-                        json* versions) {
+                        json* versions, int64_t* prefetched) {
     for (size_t w = 0; w < n_workers; ++w) {
       const json& st = reports[w].at("sync");
       *fetch_ms = std::max(*fetch_ms, st.at("fetch_ms").get<double>());
       *apply_ms = std::max(*apply_ms, st.at("apply_ms").get<double>());
       *load_ms = std::max(*load_ms, st.at("load_ms").get<double>());
       (*versions)[worker_ids[w]] = reports[w].at("version");
+      if (st.value("prefetched", false)) ++*prefetched;
     }
   };
 
@@ -553,16 +554,17 @@ int run_job(const JobOptions& opt) {
     double fetch_ms = 0, apply_ms = 0, load_ms = 0;
     json versions = json::object();
     double wait_ms = 0;
+    int64_t prefetched = 0;  // workers whose patch came from their background prefetch
     if (!lagged || last) {
       auto sync_reports = control.run_job("sync", static_cast<uint64_t>(s + 1), s, empty_work, check);
       same = identical(sync_reports, static_cast<uint64_t>(s + 1), hash_next) && same;
-      sync_stats(sync_reports, &fetch_ms, &apply_ms, &load_ms, &versions);
+      sync_stats(sync_reports, &fetch_ms, &apply_ms, &load_ms, &versions, &prefetched);
     } else {
       auto t_wait = Clock::now();
       pending = assemble(s + 1, static_cast<uint64_t>(s), control.wait_job(next_seq, check));
       wait_ms = ms_since(t_wait);
       same = identical(pending.reports, static_cast<uint64_t>(s), hash_s) && same;
-      sync_stats(pending.reports, &fetch_ms, &apply_ms, &load_ms, &versions);
+      sync_stats(pending.reports, &fetch_ms, &apply_ms, &load_ms, &versions, &prefetched);
     }
     const double elements = static_cast<double>(std::max<uint64_t>(1, gs.elements));
     json row{{"step", s},
@@ -599,6 +601,7 @@ int run_job(const JobOptions& opt) {
              {"generate_ms", cur.gen_ms},
              {"train_ms", train_ms},
              {"generate_wait_ms", wait_ms},
+             {"prefetched_workers", prefetched},
              {"step_ms", ms_since(t_step)},
              {"worker_versions", versions},
              {"bit_identical", same},
