@@ -245,7 +245,6 @@ Blob VersionStore::publish(uint64_t version, const std::vector<TensorView>& weig
   // Encoding runs outside the lock so that workers keep being served while the trainer publishes.
   auto snapshot = std::make_shared<const OwnedTensors>(OwnedTensors::copy_of(weights));
   const auto target_views = snapshot->views();
-  const uint64_t root = root_hash(target_views);
   PatchOptions opt = options_;
   Blob patch, anchor;
   if (first) {
@@ -256,12 +255,17 @@ Blob VersionStore::publish(uint64_t version, const std::vector<TensorView>& weig
   } else {
     opt.base_version = prev.version;
     opt.target_version = version;
+    // The base is our own previous publish, whose root we computed then: no need to hash it again.
+    opt.known_base_root = prev.root_hash;
     patch = make_blob(encode_patch(base->views(), target_views, opt));
+    opt.known_base_root.reset();
     if (policy_.anchor_every != 0 && version % policy_.anchor_every == 0) {
       opt.base_version = 0;
       anchor = make_blob(encode_anchor(target_views, opt));
     }
   }
+  // The encoder hashed the target while scanning it; its header carries the root (one pass saved).
+  const uint64_t root = inspect_patch(patch->data(), patch->size()).target_root_hash;
   if (!first) write_blob(patch_name(prev.version, version), patch);
   if (anchor) write_blob(anchor_name(version), anchor);
 
