@@ -83,8 +83,8 @@ std::vector<Field> fields(Config& c) {
     f.push_back(Field{s, k, doc, p, std::move(chk)});
   };
   // model
-  add("model", "config", &c.model.config, "HF config.json of a fresh model (ignored when path is set)",
-      any());
+  add("model", "config", &c.model.config,
+      "HF config.json of a fresh model; \"\" = the embedded tiny Llama (configs/tiny-llama.json)", any());
   add("model", "path", &c.model.path, "HF checkpoint folder to start from; \"\" = seeded init from config",
       any());
   add("model", "dtype", &c.model.dtype, "compute dtype: bfloat16 | float32 (weights always hold BF16 values)",

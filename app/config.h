@@ -16,8 +16,8 @@ struct ConfigError : std::runtime_error {
 };
 
 struct ModelSection {
-  std::string config =
-      "configs/tiny-llama.json";  ///< HF config.json of a fresh model (ignored when path is set)
+  std::string
+      config;  ///< HF config.json of a fresh model; "" = the embedded tiny Llama (ignored when path is set)
   std::string path;               ///< HF checkpoint folder to start from; "" = seeded init
   std::string dtype = "float32";  ///< compute dtype: "bfloat16" | "float32" (weights stay BF16 values)
 };

@@ -113,7 +113,8 @@ model::ModelConfig model_config_for(const Config& config, const model::Tokenizer
     mc = model::tiny_llama_config();
   } else {
     if (!fs::exists(config.model.config))
-      throw std::runtime_error("model.config: '" + config.model.config + "' not found");
+      throw std::runtime_error("model.config: '" + config.model.config +
+                               "' not found (relative paths are taken from the current directory)");
     mc = model::ModelConfig::from_hf_json(config.model.config);
   }
   mc.vocab_size = tok.vocab_size();
