@@ -179,7 +179,10 @@ std::vector<Field> fields(Config& c) {
       int_range(&c.sync.threads, 0, 1024));
   add("sync", "store_on_disk", &c.sync.store_on_disk, "keep patches/anchors under <run dir>/sync", any());
   // transport
-  add("transport", "kind", &c.transport.kind, "http", one_of(&c.transport.kind, {"http"}));
+  add("transport", "kind", &c.transport.kind,
+      "http: patches from the trainer's HTTP server | fs: through a shared folder (transport.dir)",
+      one_of(&c.transport.kind, {"http", "fs"}));
+  add("transport", "dir", &c.transport.dir, "fs: shared patch folder; \"\" = <run dir>/patches", any());
   add("transport", "host", &c.transport.host, "trainer bind address", any());
   add("transport", "port", &c.transport.port, "control port (0 = a free one); patches use a second free port",
       int_range(&c.transport.port, 0, 65535));

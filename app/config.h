@@ -85,7 +85,8 @@ struct SyncSection {
 };
 
 struct TransportSection {
-  std::string kind = "http";       ///< http (fs is reached through `pulse sync`)
+  std::string kind = "http";  ///< http: patches from the trainer's HTTP server; fs: through a shared folder
+  std::string dir;            ///< fs: the shared folder (NFS, object-store mount); "" = <run dir>/patches
   std::string host = "127.0.0.1";  ///< trainer bind address
   int64_t port = 0;                ///< control port (0 = pick a free one); patches use port+1 or a free one
   std::string token_env = "PULSE_TOKEN";  ///< env var holding the bearer token

@@ -122,6 +122,7 @@ ControlServer::ControlServer(std::string host, int port, std::string token, Work
     cv_.notify_all();
     json out{{"index", index},
              {"patch_url", boot_.patch_url},
+             {"patch_dir", boot_.patch_dir},
              {"config", boot_.config},
              {"model_config", boot_.model_config},
              {"tokenizer_name", boot_.tokenizer_name}};

@@ -38,8 +38,9 @@ rl::Rollout rollout_from_json(const nlohmann::json& j);
 
 /// What a worker needs to start: sent in the /v1/register answer.
 struct WorkerBootstrap {
-  std::string patch_url;        ///< PULSESync server ("http://127.0.0.1:PORT")
-  nlohmann::json config;        ///< rollout settings: group_size, sampling, seed, chat_template, dtype
+  std::string patch_url;  ///< PULSESync server ("http://127.0.0.1:PORT")
+  std::string patch_dir;  ///< transport.kind = fs: the shared folder patches appear in ("" = use patch_url)
+  nlohmann::json config;  ///< rollout settings: group_size, sampling, seed, chat_template, dtype
   std::string model_config;     ///< HF config.json text of the model
   std::string tokenizer_bytes;  ///< the tokenizer file, served at /v1/tokenizer
   std::string tokenizer_name;   ///< its file name (keeps the extension load_tokenizer dispatches on)

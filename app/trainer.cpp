@@ -35,6 +35,7 @@
 #include "sync/atomic_file.h"
 #include "sync/hash.h"
 #include "sync/patch.h"
+#include "sync/transport_fs.h"
 #include "sync/transport_http.h"
 #include "sync/version_store.h"
 
@@ -329,6 +330,27 @@ int run_job(const JobOptions& opt) {
   }
   sync::VersionStore store(store_dir, retention, popt);
   store.publish(static_cast<uint64_t>(start_step), adam->bf16_views());
+  // transport.kind = fs: every patch (and anchor) is also written to a shared folder, temp name + fsync +
+  // rename + READY marker; workers replay it from there and never fetch over HTTP.
+  std::unique_ptr<sync::FsPublisher> fs_publisher;
+  std::string patch_dir;
+  if (config.transport.kind == "fs") {
+    patch_dir = config.transport.dir.empty() ? run_dir + "/patches" : config.transport.dir;
+    // Versions a killed run published past this start would look newer to a joining worker: drop them
+    // (only pulse's own patch-*/anchor-* files and confirmations; nothing else in the folder is touched).
+    if (fs::is_directory(patch_dir)) {
+      for (const auto& e : fs::directory_iterator(patch_dir)) {
+        const std::string name = e.path().filename().string();
+        if ((name.rfind("patch-", 0) == 0 || name.rfind("anchor-", 0) == 0) &&
+            name.find(".pulse") != std::string::npos)
+          fs::remove(e.path());
+      }
+      fs::remove_all(fs::path(patch_dir) / "workers");
+    }
+    fs_publisher = std::make_unique<sync::FsPublisher>(patch_dir);
+    fs_publisher->publish_anchor(static_cast<uint64_t>(start_step),
+                                 *store.anchor(static_cast<uint64_t>(start_step)));
+  }
   uint64_t dense_bytes = 0;
   for (const auto& v : adam->bf16_views()) dense_bytes += v.nbytes;
 
@@ -343,6 +365,7 @@ int run_job(const JobOptions& opt) {
 
   WorkerBootstrap boot;
   boot.patch_url = patch_server.url();
+  boot.patch_dir = patch_dir;
   boot.model_config = mc.to_hf_json();
   boot.tokenizer_bytes = sync::read_file(tok_path);
   boot.tokenizer_name = fs::path(tok_path).filename().string();
@@ -540,6 +563,12 @@ int run_job(const JobOptions& opt) {
     // 3) publish version s+1: the patch holds the BF16 elements that changed.
     auto t_enc = Clock::now();
     sync::Blob blob = store.publish(static_cast<uint64_t>(s + 1), adam->bf16_views());
+    if (fs_publisher) {
+      const uint64_t v = static_cast<uint64_t>(s + 1);
+      fs_publisher->publish(v - 1, v, *blob);
+      if (config.sync.anchor_every != 0 && v % static_cast<uint64_t>(config.sync.anchor_every) == 0)
+        fs_publisher->publish_anchor(v, *store.anchor(v));
+    }
     double encode_ms = ms_since(t_enc);
     sync::PatchInfo info = sync::inspect_patch(blob->data(), blob->size());
     uint64_t changed = 0, index_raw = 0, value_raw = 0;

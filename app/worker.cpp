@@ -17,6 +17,7 @@
 #include "rl/rollout.h"
 #include "sync/atomic_file.h"
 #include "sync/hash.h"
+#include "sync/transport_fs.h"
 #include "sync/transport_http.h"
 #include "sync/worker_replica.h"
 
@@ -84,7 +85,11 @@ void worker_loop(const WorkerLoopOptions& o) {
   patch_opts.max_retries = o.max_retries;
   patch_opts.timeout_s = o.timeout_s;
   sync::PatchClient client(patch_opts);
-  PrefetchingSource patches(client);
+  // transport.kind = fs: patches come from the shared folder (one-step patches replayed, anchors to join).
+  const std::string patch_dir = boot.value("patch_dir", std::string());
+  std::unique_ptr<sync::FsPatchSource> folder;
+  if (!patch_dir.empty()) folder = std::make_unique<sync::FsPatchSource>(patch_dir, o.timeout_s);
+  PrefetchingSource patches(folder ? static_cast<sync::PatchSource&>(*folder) : client);
   sync::WorkerReplica replica(o.worker_id);
 
   rl::RolloutConfig rc;
