@@ -1,5 +1,6 @@
-// MBPP sandbox: fork, drop privileges and set rlimits, exec bubblewrap -> python3 harness; poll pipes
-// with a wall-clock deadline; decide pass/fail from the harness's status pipe and the exit status.
+// MBPP sandbox: clone (no atfork handlers), drop privileges and set rlimits, exec bubblewrap -> python3
+// harness; poll pipes with a wall-clock deadline; decide pass/fail from the harness's status pipe and the
+// exit status.
 #include "rl/mbpp_sandbox.h"
 
 #include <dirent.h>
@@ -147,18 +148,19 @@ std::vector<pid_t> children_of(pid_t parent) {
 }
 
 struct RunOutcome {
-  bool started = false;  // fork+exec happened
+  bool started = false;  // clone+exec happened
   bool timed_out = false, output_limit = false;
   int wait_status = 0;
   std::string status, out, err;  // status pipe, stdout, stderr (capped)
   std::string spawn_error;
 };
 
+// Raw prlimit64 on the calling process: async-signal-safe in the cloned child.
 void set_limit(int resource, rlim_t soft, rlim_t hard) {
   struct rlimit rl;
   rl.rlim_cur = soft;
   rl.rlim_max = hard;
-  ::setrlimit(resource, &rl);
+  ::syscall(SYS_prlimit64, 0, resource, &rl, nullptr);
 }
 
 RunOutcome run_sandboxed(const std::string& job_json, const SandboxLimits& lim) {
@@ -170,7 +172,7 @@ RunOutcome run_sandboxed(const std::string& job_json, const SandboxLimits& lim) 
     return res;
   }
   Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  // Everything the child needs is prepared before fork (only async-signal-safe calls after it).
+  // Everything the child needs is prepared before the clone (only raw system calls after it).
   std::vector<std::string> args = bwrap_argv(lim);
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
@@ -181,9 +183,15 @@ RunOutcome run_sandboxed(const std::string& job_json, const SandboxLimits& lim) 
   rlim_t cpu = static_cast<rlim_t>(std::ceil(lim.cpu_seconds));
   rlim_t nproc = static_cast<rlim_t>(lim.max_processes);
 
-  pid_t pid = ::fork();
+  // A raw clone instead of fork(): fork() runs the process's pthread_atfork handlers, and OpenBLAS's
+  // prepare handler shuts down its thread pool under another thread's running sgemm (that caller then
+  // spins forever in exec_blas_async_wait: the hang with two in-process workers, one generating while
+  // the other grades). The child runs only raw system calls until execve, so skipping glibc's fork
+  // bookkeeping is safe; glibc's setuid/setrlimit wrappers are avoided too (they consult the parent's
+  // thread list).
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
   if (pid < 0) {
-    res.spawn_error = std::string("fork: ") + std::strerror(errno);
+    res.spawn_error = std::string("clone: ") + std::strerror(errno);
     return res;
   }
   if (pid == 0) {
@@ -192,12 +200,13 @@ RunOutcome run_sandboxed(const std::string& job_json, const SandboxLimits& lim) 
     // Move the sources above the targets first: dup2(3, 3) would keep FD_CLOEXEC and lose fd 3.
     int src[5] = {devnull.fd, out_w.fd, err_w.fd, job_r.fd, st_w.fd};
     for (int& f : src)
-      if ((f = ::fcntl(f, F_DUPFD, 16)) < 0) ::_exit(126);
+      if ((f = ::fcntl(f, F_DUPFD_CLOEXEC, 16)) < 0) ::_exit(126);  // temps close at exec
     for (int target = 0; target < 5; ++target)
       if (::dup2(src[target], target) < 0) ::_exit(126);
     ::syscall(SYS_close_range, 5u, ~0u, 0u);
     if (as_root) {
-      if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0)
+      if (::syscall(SYS_setgroups, 0, nullptr) != 0 || ::syscall(SYS_setresgid, uid, uid, uid) != 0 ||
+          ::syscall(SYS_setresuid, uid, uid, uid) != 0)
         ::_exit(126);
     }
     set_limit(RLIMIT_CPU, cpu, cpu + 1);

@@ -5,7 +5,7 @@
 // network / IPC / UTS namespaces, --die-with-parent, --new-session, root remounted read-only, nested
 // user namespaces disabled; environment cleared to PATH, LANG=C.UTF-8, HOME=/tmp; `python3 -I -B`
 // (PYTHON* variables and user site ignored); stdin /dev/null; stdout/stderr captured up to
-// output_bytes, then the run is killed. rlimits set in the forked child before exec: RLIMIT_CPU,
+// output_bytes, then the run is killed. rlimits set in the cloned child before exec: RLIMIT_CPU,
 // RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC, RLIMIT_CORE=0. When pulse runs as root (where the kernel does
 // not enforce RLIMIT_NPROC) the child first drops to an unused uid/gid (one per grading thread), so
 // the process cap holds. A wall-clock timeout SIGKILLs bwrap, which takes down the whole PID namespace.
