@@ -62,7 +62,7 @@ TEST_CASE("integers are accepted for float fields", "[app][config]") {
   CHECK(c.rl.temperature == 1.0);
 }
 
-TEST_CASE("--set overrides file values and is validated", "[app][config]") {
+TEST_CASE("config overrides (--set) replace file values and are validated", "[app][config]") {
   Config c = parse_config("[rl]\nsteps = 3\n", "x.toml",
                           {"rl.steps=7", "optimizer.lr=0.25", "run.name=abc", "eval.before=false"});
   CHECK(c.rl.steps == 7);
