@@ -12,35 +12,12 @@
 
 #include "app/cli.h"
 #include "sync/atomic_file.h"
+#include "tests/app/cli_test_util.h"
+
+using pulse::test_cli::CliResult;
+using pulse::test_cli::pulse_cli;
 
 namespace {
-
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-CliResult pulse_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "pulse");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  std::ostringstream out, err;
-  auto* old_out = std::cout.rdbuf(out.rdbuf());
-  auto* old_err = std::cerr.rdbuf(err.rdbuf());
-  CliResult r;
-  try {
-    r.code = pulse::app::run_cli(static_cast<int>(argv.size()), argv.data());
-  } catch (...) {
-    std::cout.rdbuf(old_out);
-    std::cerr.rdbuf(old_err);
-    throw;
-  }
-  std::cout.rdbuf(old_out);
-  std::cerr.rdbuf(old_err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
 
 std::string temp_file(const std::string& name, const std::string& text) {
   const std::string path = std::filesystem::temp_directory_path().string() + "/pulse_cli_reward_" +

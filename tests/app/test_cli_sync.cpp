@@ -16,6 +16,10 @@
 #include "app/cli.h"
 #include "sync/atomic_file.h"
 #include "sync/safetensors.h"
+#include "tests/app/cli_test_util.h"
+
+using pulse::test_cli::CliResult;
+using pulse::test_cli::pulse_cli;
 
 namespace {
 
@@ -36,34 +40,6 @@ struct TempDir {
   }
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
-
-/// Exit code, stdout and stderr of `pulse ARGS...`.
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-CliResult pulse_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "pulse");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  std::ostringstream out, err;
-  auto* old_out = std::cout.rdbuf(out.rdbuf());
-  auto* old_err = std::cerr.rdbuf(err.rdbuf());
-  CliResult r;
-  try {
-    r.code = pulse::app::run_cli(static_cast<int>(argv.size()), argv.data());
-  } catch (...) {
-    std::cout.rdbuf(old_out);
-    std::cerr.rdbuf(old_err);
-    throw;
-  }
-  std::cout.rdbuf(old_out);
-  std::cerr.rdbuf(old_err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
 
 struct OwnedTensor {
   std::string name;

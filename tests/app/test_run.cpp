@@ -16,108 +16,21 @@
 #include "app/job.h"
 #include "app/run_files.h"
 #include "sync/atomic_file.h"
+#include "tests/app/run_test_util.h"
 #include "tests/test_paths.h"
 
 extern char** environ;
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace pulse::test_run;
 
 namespace {
-
-std::string temp_dir(const std::string& name) {
-  auto p = fs::temp_directory_path() / ("pulse-test-run-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-/// A 2-layer, 64-wide Llama and a short run: 4 GRPO steps, checkpoints every 2.
-std::string write_tiny_config(const std::string& dir) {
-  pulse::sync::write_file_atomic(dir + "/tiny.json", R"({
-  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 320, "hidden_size": 64,
-  "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-  "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": true,
-  "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"})");
-  std::string cfg = dir + "/tiny.toml";
-  pulse::sync::write_file_atomic(cfg, "[model]\nconfig = \"" + dir + "/tiny.json\"\n" + R"(
-[tokenizer]
-vocab_size = 320
-[data]
-task = "synthetic_math"
-n_problems = 300
-max_level = 1
-held_out_fraction = 0.1
-[sft]
-steps = 100
-batch_size = 16
-max_len = 32
-lr = 3e-3
-warmup_steps = 5
-[rl]
-steps = 4
-prompts_per_step = 4
-group_size = 4
-max_new_tokens = 12
-temperature = 0.7
-[optimizer]
-lr = 1e-4
-[eval]
-max_problems = 16
-max_new_tokens = 12
-[run]
-name = "tiny"
-workers = 2
-checkpoint_every = 2
-threads = 1
-)");
-  return cfg;
-}
 
 /// Fields that must match between an uninterrupted and a resumed run (timings excluded).
 const char* kDeterministic[] = {
     "step",          "version",       "reward_mean",   "reward_std",       "loss",
     "grad_norm",     "clip_fraction", "changed",       "changed_fraction", "patch_bytes",
     "patch_changed", "dense_bytes",   "bit_identical", "response_tokens"};
-
-std::string pulse_binary() {
-  auto exe = fs::read_symlink("/proc/self/exe").parent_path() / "pulse";
-  REQUIRE(fs::exists(exe));  // built by the default target next to the test executables
-  return exe.string();
-}
-
-/// Starts the pulse binary with `args`; stdout/stderr go to files under `log_prefix`.
-pid_t spawn_pulse(const std::vector<std::string>& args, const std::string& log_prefix) {
-  std::string bin = pulse_binary();
-  std::vector<std::string> all = {bin};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  std::string out = log_prefix + ".out", err = log_prefix + ".err";
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  REQUIRE(rc == 0);
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-int64_t latest_step(const std::string& run_dir) {
-  try {
-    return std::stoll(pulse::sync::read_file(run_dir + "/checkpoints/LATEST"));
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
 
 }  // namespace
 
