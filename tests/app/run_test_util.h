@@ -4,12 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sync/atomic_file.h"
@@ -110,6 +113,25 @@ inline int64_t latest_step(const std::string& run_dir) {
   } catch (const std::exception&) {
     return -1;
   }
+}
+
+/// SIGKILLs `victim` (a `pulse run` into `run_dir`) as soon as its checkpoint of `step` exists, polling for
+/// up to 120 s; fails the test if the run ends first. Asserts it died of SIGKILL before writing a summary.
+inline void kill_after_checkpoint(pid_t victim, const std::string& run_dir, int64_t step) {
+  bool killed = false;
+  for (int i = 0; i < 6000 && !killed; ++i) {
+    if (latest_step(run_dir) >= step) {
+      ::kill(victim, SIGKILL);
+      killed = true;
+    } else {
+      int status = 0;
+      if (::waitpid(victim, &status, WNOHANG) == victim) FAIL("run ended before it could be killed");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  REQUIRE(killed);
+  CHECK(wait_exit(victim) == 128 + SIGKILL);
+  CHECK_FALSE(std::filesystem::exists(run_dir + "/summary.json"));
 }
 
 }  // namespace pulse::test_run

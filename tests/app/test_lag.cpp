@@ -81,20 +81,7 @@ TEST_CASE("max_lag = 1: kill -9 then --resume reproduces the uninterrupted run",
   std::string run = dir + "/killed";
   pid_t victim = spawn_pulse({"run", cfg, "--quiet", "--set", "rl.max_lag=1", "--set", "run.dir=" + run},
                              dir + "/killed");
-  bool killed = false;
-  for (int i = 0; i < 6000 && !killed; ++i) {
-    if (latest_step(run) >= 2) {
-      ::kill(victim, SIGKILL);
-      killed = true;
-    } else {
-      int status = 0;
-      if (::waitpid(victim, &status, WNOHANG) == victim) FAIL("run ended before it could be killed");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-  REQUIRE(killed);
-  CHECK(wait_exit(victim) == 128 + SIGKILL);
-  CHECK_FALSE(fs::exists(run + "/summary.json"));
+  kill_after_checkpoint(victim, run, 2);
 
   pid_t resumed = spawn_pulse({"run", "--quiet", "--resume", run}, dir + "/resumed");
   REQUIRE(wait_exit(resumed) == 0);
