@@ -1,6 +1,6 @@
 #include "app/control.h"
 
-#include <httplib.h>
+#include "sync/httplib_config.h"
 
 #include <chrono>
 #include <stdexcept>

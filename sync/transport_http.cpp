@@ -1,6 +1,6 @@
 // cpp-httplib 0.11 as packaged by Debian is split: httplib.h declares, libcpp-httplib.so defines (linked
 // through pkg-config cpp-httplib). The library was built with OpenSSL, zlib and brotli, which change class
-// layouts in the header, so the same macros must be set wherever httplib.h is included.
+// layouts in the header, so httplib.h is included only through sync/httplib_config.h.
 #include "sync/transport_http.h"
 
 #include <algorithm>
@@ -17,16 +17,7 @@
 
 #include "sync/hash.h"
 
-#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
-#define CPPHTTPLIB_OPENSSL_SUPPORT
-#endif
-#ifndef CPPHTTPLIB_ZLIB_SUPPORT
-#define CPPHTTPLIB_ZLIB_SUPPORT
-#endif
-#ifndef CPPHTTPLIB_BROTLI_SUPPORT
-#define CPPHTTPLIB_BROTLI_SUPPORT
-#endif
-#include <httplib.h>
+#include "sync/httplib_config.h"
 
 namespace pulse::sync {
 

@@ -15,17 +15,7 @@
 #include "sync/worker_replica.h"
 #include "tests/sync/test_transport_util.h"
 
-// Same macros as the Debian library build (see sync/transport_http.cpp).
-#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
-#define CPPHTTPLIB_OPENSSL_SUPPORT
-#endif
-#ifndef CPPHTTPLIB_ZLIB_SUPPORT
-#define CPPHTTPLIB_ZLIB_SUPPORT
-#endif
-#ifndef CPPHTTPLIB_BROTLI_SUPPORT
-#define CPPHTTPLIB_BROTLI_SUPPORT
-#endif
-#include <httplib.h>
+#include "sync/httplib_config.h"
 
 using namespace pulse::sync;
 using pulse::test::ToyModel;
