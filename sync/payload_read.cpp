@@ -1,0 +1,43 @@
+// Reading a patch's payload: chunk checksums, then decompression of every chunk (in parallel).
+#include <zstd.h>
+
+#include <cstring>
+
+#include "sync/hash.h"
+#include "sync/parallel.h"
+#include "sync/patch_container.h"
+
+namespace pulse::sync {
+
+std::vector<uint8_t> read_payload(const Container& c, const uint8_t* data, size_t size, int threads) {
+  std::vector<uint8_t> payload(c.info.payload_raw_bytes);
+  std::vector<uint64_t> raw_offsets(c.chunks.size());
+  uint64_t off = 0;
+  for (size_t i = 0; i < c.chunks.size(); ++i) {
+    raw_offsets[i] = off;
+    off += c.chunks[i].raw_bytes;
+    if (c.chunks[i].file_offset + c.chunks[i].stored_bytes > size)
+      throw PatchError("patch truncated inside chunk " + std::to_string(i) + " at byte offset " +
+                       std::to_string(c.chunks[i].file_offset));
+  }
+  parallel_for(c.chunks.size(), threads, [&](size_t i) {
+    const ChunkEntry& e = c.chunks[i];
+    const uint8_t* src = data + e.file_offset;
+    if (xxh3_64(src, e.stored_bytes) != e.checksum)
+      throw PatchError("patch chunk " + std::to_string(i) + " at byte offset " +
+                       std::to_string(e.file_offset) + ": checksum mismatch (corrupt patch)");
+    uint8_t* dst = payload.data() + raw_offsets[i];
+    if (e.codec == kChunkRaw) {
+      std::memcpy(dst, src, e.raw_bytes);
+      return;
+    }
+    const size_t n = ZSTD_decompress(dst, e.raw_bytes, src, e.stored_bytes);
+    if (ZSTD_isError(n) || n != e.raw_bytes)
+      throw PatchError("patch chunk " + std::to_string(i) + " at byte offset " +
+                       std::to_string(e.file_offset) + ": zstd frame does not decode to " +
+                       std::to_string(e.raw_bytes) + " bytes");
+  });
+  return payload;
+}
+
+}  // namespace pulse::sync
