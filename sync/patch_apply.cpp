@@ -2,6 +2,7 @@
 // shapes, base root hash), then apply tensor by tensor with an undo log, verify every target hash while
 // the block is still in cache, and roll everything back on any failure.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 
@@ -10,6 +11,7 @@
 #include "sync/parallel.h"
 #include "sync/patch.h"
 #include "sync/patch_container.h"
+#include "sync/scratch_buffer.h"
 #include "sync/value_coding.h"
 
 namespace pulse::sync {
@@ -21,7 +23,7 @@ constexpr uint64_t kApplyBlockBytes = 64 << 10;
 /// Old contents of what apply overwrote: the old values of the stored positions in order (sparse) or
 /// the whole old tensor (dense).
 struct Undo {
-  std::vector<uint8_t> old;
+  ScratchBuffer old;  // pooled, not zero-filled: apply writes every byte before anything reads it
   bool applied = false;
 };
 
@@ -42,7 +44,9 @@ uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint
   const ValueStreamReader<U> values(streams + t.index_bytes, stored, delta);
   Xxh3Stream hash;
   if (t.index_coding == kIndexDense) {
-    undo.old.assign(w.data, w.data + w.nbytes);
+    undo.old.reserve(w.nbytes);
+    undo.old.set_size(w.nbytes);
+    if (w.nbytes) std::memcpy(undo.old.data(), w.data, w.nbytes);
     for (uint64_t i = 0; i < n; ++i) {
       uint8_t* p = w.data + i * kw;
       store_le<U>(p, values.apply(i, load_le<U>(p)));
@@ -51,7 +55,8 @@ uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint
     undo.applied = true;
     return hash.digest();
   }
-  undo.old.resize(stored * kw);
+  undo.old.reserve(stored * kw);
+  undo.old.set_size(stored * kw);
   uint8_t* old_values = undo.old.data();
   const uint64_t block_elems = kApplyBlockBytes / kw;
   if (t.index_coding == kIndexVarintGaps) {
@@ -116,7 +121,7 @@ template <typename U>
 void rollback_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint8_t* streams, Undo& undo) {
   if (!undo.applied) return;
   if (t.index_coding == kIndexDense) {
-    std::copy(undo.old.begin(), undo.old.end(), w.data);
+    if (undo.old.size()) std::memcpy(w.data, undo.old.data(), undo.old.size());
   } else {
     PositionIter it(t.index_coding, streams, t.index_bytes, t.changed, w.nbytes / sizeof(U));
     uint64_t j = 0;
@@ -188,7 +193,7 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
         throw PatchError("weights tensor '" + w.name + "' is not in the patch (" + versions(info) + ")");
 
   // Payload: chunk checksums, decompression, every index stream.
-  const std::vector<uint8_t> payload = read_payload(c, data, size, threads);
+  const ScratchBuffer payload = read_payload(c, data, size, threads);
   parallel_for(info.tensors.size(), threads, [&](size_t k) {
     const auto& t = info.tensors[k];
     validate_index_stream(t.name, t.index_coding, payload.data() + t.raw_offset, t.index_bytes, t.changed,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sync/patch.h"
+#include "sync/scratch_buffer.h"
 
 namespace pulse::sync {
 
@@ -51,8 +52,13 @@ inline std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<u
 /// Throws PatchError naming the byte offset.
 Container parse_container(const uint8_t* data, size_t size, bool require_complete);
 
-/// Verifies each chunk's checksum and decompresses the payload (in parallel). Throws PatchError naming
-/// the chunk and its byte offset.
-std::vector<uint8_t> read_payload(const Container& container, const uint8_t* data, size_t size, int threads);
+/// Bytes past the payload's end that read_payload allocates and zeroes, so that SIMD kernels may load a
+/// whole vector at the end of the last stream.
+constexpr size_t kPayloadPadding = 64;
+
+/// Verifies each chunk's checksum and decompresses the payload (in parallel) into a pooled buffer:
+/// size() = payload_raw_bytes, followed by kPayloadPadding zero bytes. Throws PatchError naming the chunk
+/// and its byte offset.
+ScratchBuffer read_payload(const Container& container, const uint8_t* data, size_t size, int threads);
 
 }  // namespace pulse::sync

@@ -1,4 +1,5 @@
-// Reading a patch's payload: chunk checksums, then decompression of every chunk (in parallel).
+// Reading a patch's payload: chunk checksums, then decompression of every chunk (in parallel) into a
+// pooled scratch buffer.
 #include <zstd.h>
 
 #include <cstring>
@@ -9,8 +10,14 @@
 
 namespace pulse::sync {
 
-std::vector<uint8_t> read_payload(const Container& c, const uint8_t* data, size_t size, int threads) {
-  std::vector<uint8_t> payload(c.info.payload_raw_bytes);
+ScratchBuffer read_payload(const Container& c, const uint8_t* data, size_t size, int threads) {
+  // Pooled and not zero-filled: every byte up to payload_raw_bytes is written by a chunk below (the
+  // chunks' raw sizes sum to it, parse_container checked), and a recycled buffer has no fresh pages
+  // to fault in.
+  const uint64_t raw = c.info.payload_raw_bytes;
+  ScratchBuffer payload(raw + kPayloadPadding);
+  payload.set_size(raw);
+  std::memset(payload.data() + raw, 0, kPayloadPadding);
   std::vector<uint64_t> raw_offsets(c.chunks.size());
   uint64_t off = 0;
   for (size_t i = 0; i < c.chunks.size(); ++i) {

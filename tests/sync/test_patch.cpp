@@ -256,7 +256,8 @@ TEST_CASE("a target hash mismatch after apply rolls every tensor back", "[sync][
     const auto patch = encode_patch(base.views(), target.views(), opt);
     // Re-container the same payload with one wrong target hash (the checksums are then valid).
     Container c = parse_container(patch.data(), patch.size(), true);
-    auto payload = read_payload(c, patch.data(), patch.size(), 1);
+    const ScratchBuffer buffer = read_payload(c, patch.data(), patch.size(), 1);
+    const std::vector<uint8_t> payload(buffer.data(), buffer.data() + buffer.size());
     c.info.tensors[1].target_hash ^= 1;
     const auto forged = write_container(c.info, payload, 1, 1 << 20, 1);
     Model w = base;
