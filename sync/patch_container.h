@@ -30,6 +30,22 @@ struct Container {
   std::vector<ChunkEntry> chunks;
 };
 
+/// One stream (or part of one) of the raw payload, in payload order.
+struct PayloadSegment {
+  const uint8_t* data;
+  uint64_t size;  ///< bytes
+};
+
+/// Compresses the raw payload, the segments back to back (each segment one stream: an index head or
+/// tail, a value plane), into chunks of chunk_bytes raw bytes and returns header + chunks. Each chunk
+/// holds one zstd frame per stream piece inside it (pieces under 4 KiB merged), every frame compressed in
+/// parallel straight from the segments' memory; the frame is the smaller of a normal level-`zstd_level`
+/// frame and a literal-only one (chosen by order-0 entropy for big pieces); a chunk that does not shrink
+/// is stored raw. `info` supplies everything but the chunk/size fields, which are filled in. Throws
+/// PatchError for a zstd level outside 0..22 or chunk_bytes outside 1..2^31.
+std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<PayloadSegment>& segments,
+                                     int zstd_level, size_t chunk_bytes, int threads);
+
 /// Compresses `payload` (payload_bytes) into chunks (every frame in parallel) and returns header + chunks.
 /// `info` supplies everything but the chunk/size fields, which are filled in (info is updated).
 /// `stream_starts` (sorted payload offsets where an index or value plane begins) lets each chunk be entropy

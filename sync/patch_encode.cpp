@@ -1,17 +1,20 @@
-// Encoder: diff scan (SIMD masks, fused with the xxh3 hashes: one pass over memory), per-tensor index
-// coding choice, byte-plane value streams, then the chunked container (sync/patch_container.cpp).
+// Encoder: diff scan (SIMD, fused with the emission of the streams and the xxh3 hashes: one pass over
+// memory), per-tensor index coding choice, byte-plane value streams, then the chunked container
+// (sync/patch_container.cpp), compressed straight from the stream buffers.
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <numeric>
 
+#include "sync/diff_emit16.h"
 #include "sync/diff_scan.h"
 #include "sync/hash.h"
 #include "sync/index_coding.h"
 #include "sync/parallel.h"
 #include "sync/patch.h"
 #include "sync/patch_container.h"
+#include "sync/scratch_buffer.h"
 #include "sync/value_coding.h"
 
 namespace pulse::sync {
@@ -21,42 +24,13 @@ namespace {
 // Elements the scan compares and hashes per step: 64 KiB of each side stays in L2 while it is hashed.
 constexpr size_t kScanBlockBytes = 64 << 10;
 
-/// A growable byte array that does not zero what it allocates: the scan writes every byte it keeps,
-/// and at RL densities zero-filling the worst case would cost as much as the scan.
-class ByteArray {
- public:
-  /// Room for `extra` more bytes past size(); when it must grow, to at least `scale` x the new size.
-  void reserve_more(size_t extra, double scale = 1.0) {
-    if (size_ + extra > cap_)
-      grow(size_ + extra, static_cast<size_t>(scale * static_cast<double>(size_ + extra)));
-  }
-  uint8_t* data() { return data_.get(); }
-  const uint8_t* data() const { return data_.get(); }
-  size_t size() const { return size_; }
-  void set_size(size_t n) { size_ = n; }  // n <= capacity
-  void clear() {
-    data_.reset();
-    size_ = cap_ = 0;
-  }
-
- private:
-  void grow(size_t need, size_t want) {
-    const size_t cap = std::max({need, want, cap_ + cap_ / 2, size_t{256}});
-    std::unique_ptr<uint8_t[]> d(new uint8_t[cap]);
-    if (size_) std::memcpy(d.get(), data_.get(), size_);
-    data_ = std::move(d);
-    cap_ = cap;
-  }
-  std::unique_ptr<uint8_t[]> data_;
-  size_t size_ = 0, cap_ = 0;
-};
-
 /// One tensor's streams before they are laid into the payload (FORMAT.md): the index stream is `head`
-/// then `tail` (varint gaps) or `head` alone (bitmap; empty for dense); `values` holds the stored values
-/// as little-endian w-byte integers (zigzag already applied in delta mode), byte-split on output.
+/// then `tail` (varint gaps) or `head` alone (bitmap; empty for dense); the value stream is the w byte
+/// planes `planes[0..w)` (zigzag already applied in delta mode). Buffers come from the scratch pool.
 struct EncodedTensor {
   PatchTensorInfo info;
-  ByteArray head, tail, values;
+  ScratchBuffer head, tail;
+  std::vector<ScratchBuffer> planes;
   uint64_t base_hash = 0;
 };
 
@@ -70,49 +44,79 @@ inline uint8_t* put_tail(uint8_t* t, uint64_t rest) {
   return t;
 }
 
+/// Room for `extra` more bytes in `buf` after `done` of the tensor's `n` elements were scanned. Growing
+/// copies what is there, so a buffer that must grow is sized for the whole tensor at the density seen so
+/// far (+1/8) plus `extra`: it grows about once.
+void grow_for(ScratchBuffer& buf, uint64_t extra, uint64_t n, uint64_t done) {
+  if (buf.size() + extra <= buf.capacity()) return;
+  const double projected =
+      done ? 1.125 * static_cast<double>(buf.size()) * static_cast<double>(n) / static_cast<double>(done)
+           : 0.0;
+  buf.reserve(std::max<uint64_t>(buf.size() + extra, static_cast<uint64_t>(projected) + extra));
+}
+
+/// Room for `changes` more changes (plus the kernels' vector slack) and `tail_bytes` more tail bytes.
+void reserve_block(EncodedTensor& out, uint64_t changes, uint64_t tail_bytes, uint64_t n, uint64_t done) {
+  grow_for(out.head, emit16_room(changes), n, done);
+  grow_for(out.tail, tail_bytes, n, done);
+  for (auto& p : out.planes) grow_for(p, emit16_room(changes), n, done);
+}
+
 /// Scans base vs target (n elements of type U) block by block: the SIMD diff masks (sync/diff_scan.h),
-/// then, per changed element, its varint gap (head byte + tail bytes) and its stored value, written
-/// straight into the output arrays; both sides are hashed while the block is in L2.
+/// then, per changed element, its varint gap (head byte + tail bytes) and its stored value's bytes,
+/// written straight into the streams; both sides are hashed while the block is in L2. 2-byte elements
+/// go through the fused kernel of sync/diff_emit16.h.
 template <typename U>
 void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, EncodedTensor& out,
                  Xxh3Stream* base_hash, Xxh3Stream& target_hash) {
   constexpr size_t w = sizeof(U);
   const uint64_t block_elems = kScanBlockBytes / w;  // a multiple of kDiffGroup
-  std::vector<uint64_t> masks(block_elems / kDiffGroup);
+  std::vector<uint64_t> masks(sizeof(U) == 2 ? 0 : block_elems / kDiffGroup);
   uint64_t next = 0;  // position after the previous change (gap origin)
   for (uint64_t start = 0; start < n; start += block_elems) {
     const uint64_t cnt = std::min(block_elems, n - start);
     const uint8_t* a = base + start * w;
     const uint8_t* b = target + start * w;
-    const uint64_t changed = diff_masks(a, b, cnt, w, masks.data());
-    if (changed) {
-      // Growing copies what is there: when the arrays must grow, size them for the whole tensor at the
-      // density seen so far (+1/8), so that they grow about once.
-      const double scale = 1.125 * static_cast<double>(n) / static_cast<double>(start + cnt);
-      out.head.reserve_more(changed, scale);
-      out.values.reserve_more(changed * w, scale);
-      out.tail.reserve_more(changed * 9, scale);  // LEB128 of a 64-bit gap >> 7: at most 9 bytes
-      uint8_t* h = out.head.data() + out.head.size();
-      uint8_t* t = out.tail.data() + out.tail.size();
-      uint8_t* v = out.values.data() + out.values.size();
-      const size_t groups = (cnt + kDiffGroup - 1) / kDiffGroup;
-      for (size_t g = 0; g < groups; ++g) {
-        for (uint64_t m = masks[g]; m; m &= m - 1) {
-          const uint64_t off = g * kDiffGroup + static_cast<uint64_t>(__builtin_ctzll(m));
-          const uint64_t pos = start + off;
-          const uint64_t gap = pos - next;
-          next = pos + 1;
-          const U vb = load_le<U>(b + off * w);
-          store_le<U>(v, delta ? zigzag(static_cast<U>(vb - load_le<U>(a + off * w))) : vb);
-          v += w;
-          // Head byte without a branch; a tail only for gaps >= 128 (~1/4 of the changes at 1% density).
-          *h++ = static_cast<uint8_t>((gap & 127) | (gap >= 128 ? 128 : 0));
-          if (gap >= 128) t = put_tail(t, gap >> 7);
+    if constexpr (sizeof(U) == 2) {
+      reserve_block(out, cnt, emit16_tail_room(cnt), n, start);
+      Emit16Cursor c{out.head.data() + out.head.size(), out.tail.data() + out.tail.size(),
+                     out.planes[0].data() + out.planes[0].size(), out.planes[1].data() + out.planes[1].size(),
+                     next};
+      const uint64_t k = diff_emit16(a, b, start, cnt, delta, c);
+      out.head.set_size(out.head.size() + k);
+      out.tail.set_size(static_cast<size_t>(c.tail - out.tail.data()));
+      out.planes[0].set_size(out.planes[0].size() + k);
+      out.planes[1].set_size(out.planes[1].size() + k);
+      next = c.next;
+    } else {
+      const uint64_t changed = diff_masks(a, b, cnt, w, masks.data());
+      if (changed) {
+        // Within a block only the first gap can exceed the block (9 LEB128 bytes); every other gap >= 128
+        // spans >= 128 elements of it and needs <= 2 tail bytes (blocks are < 2^21 elements).
+        reserve_block(out, changed, 9 + 2 * (cnt / 128 + 1), n, start + cnt);
+        uint8_t* h = out.head.data() + out.head.size();
+        uint8_t* t = out.tail.data() + out.tail.size();
+        uint8_t* v[w];
+        for (size_t p = 0; p < w; ++p) v[p] = out.planes[p].data() + out.planes[p].size();
+        const size_t groups = (cnt + kDiffGroup - 1) / kDiffGroup;
+        for (size_t g = 0; g < groups; ++g) {
+          for (uint64_t m = masks[g]; m; m &= m - 1) {
+            const uint64_t off = g * kDiffGroup + static_cast<uint64_t>(__builtin_ctzll(m));
+            const uint64_t pos = start + off;
+            const uint64_t gap = pos - next;
+            next = pos + 1;
+            const U vb = load_le<U>(b + off * w);
+            const U val = delta ? zigzag(static_cast<U>(vb - load_le<U>(a + off * w))) : vb;
+            for (size_t p = 0; p < w; ++p) *v[p]++ = static_cast<uint8_t>(val >> (8 * p));
+            *h++ = static_cast<uint8_t>((gap & 127) | (gap >= 128 ? 128 : 0));
+            if (gap >= 128) t = put_tail(t, gap >> 7);
+          }
         }
+        out.head.set_size(static_cast<size_t>(h - out.head.data()));
+        out.tail.set_size(static_cast<size_t>(t - out.tail.data()));
+        for (size_t p = 0; p < w; ++p)
+          out.planes[p].set_size(static_cast<size_t>(v[p] - out.planes[p].data()));
       }
-      out.head.set_size(static_cast<size_t>(h - out.head.data()));
-      out.tail.set_size(static_cast<size_t>(t - out.tail.data()));
-      out.values.set_size(static_cast<size_t>(v - out.values.data()));
     }
     if (base_hash) base_hash->update(a, cnt * w);  // null: the caller knows the base's hash
     target_hash.update(b, cnt * w);
@@ -120,27 +124,53 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
 }
 
 /// The bitmap index stream (FORMAT.md coding 1) of the changes held as varint gaps in e.head/e.tail.
-std::vector<uint8_t> bitmap_from_gaps(const EncodedTensor& e, uint64_t n) {
-  std::vector<uint8_t> tmp(e.head.data(), e.head.data() + e.head.size());
-  tmp.insert(tmp.end(), e.tail.data(), e.tail.data() + e.tail.size());
-  std::vector<uint8_t> bitmap(bitmap_bytes(n), 0);
-  PositionIter it(kIndexVarintGaps, tmp.data(), tmp.size(), e.head.size(), n);
+ScratchBuffer bitmap_from_gaps(const EncodedTensor& e, uint64_t n) {
+  ScratchBuffer tmp(e.head.size() + e.tail.size() + 1);
+  if (e.head.size()) std::memcpy(tmp.data(), e.head.data(), e.head.size());
+  if (e.tail.size()) std::memcpy(tmp.data() + e.head.size(), e.tail.data(), e.tail.size());
+  ScratchBuffer bitmap(bitmap_bytes(n) + 1);
+  std::memset(bitmap.data(), 0, bitmap_bytes(n));
+  bitmap.set_size(bitmap_bytes(n));
+  PositionIter it(kIndexVarintGaps, tmp.data(), e.head.size() + e.tail.size(), e.head.size(), n);
   for (uint64_t pos; (pos = it.next()) != UINT64_MAX;)
-    bitmap[pos >> 3] |= static_cast<uint8_t>(1u << (pos & 7));
+    bitmap.data()[pos >> 3] |= static_cast<uint8_t>(1u << (pos & 7));
   return bitmap;
+}
+
+/// Every element as stored in a dense value stream: absolute = the target itself, delta = zigzag(target -
+/// base) (0 where unchanged), split into byte planes.
+template <typename U>
+void dense_planes(const TensorView& base, const TensorView& target, bool delta, EncodedTensor& out) {
+  const uint64_t n = target.nbytes / sizeof(U);
+  for (auto& p : out.planes) {
+    p.reserve(n + 1);
+    p.set_size(n);
+  }
+  uint8_t* v[sizeof(U)];
+  for (size_t p = 0; p < sizeof(U); ++p) v[p] = out.planes[p].data();
+  if (sizeof(U) == 1 && !delta) {
+    if (n) std::memcpy(v[0], target.data, n);
+    return;
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    const U vb = load_le<U>(target.data + i * sizeof(U));
+    const U val = delta ? zigzag(static_cast<U>(vb - load_le<U>(base.data + i * sizeof(U)))) : vb;
+    for (size_t p = 0; p < sizeof(U); ++p) v[p][i] = static_cast<uint8_t>(val >> (8 * p));
+  }
 }
 
 template <typename U>
 void encode_tensor_typed(const TensorView& base, const TensorView& target, bool delta, bool anchor,
                          bool hash_base, int force_coding, EncodedTensor& out) {
   const uint64_t n = target.nbytes / sizeof(U);
+  out.planes.resize(sizeof(U));
   Xxh3Stream target_hash;
   if (!anchor) {
     Xxh3Stream base_hash;
     const size_t guess = static_cast<size_t>(std::min<uint64_t>(n, n / 64 + 1024));  // ~1.5%; grows
-    out.head.reserve_more(guess);
-    out.tail.reserve_more(guess / 2);
-    out.values.reserve_more(guess * sizeof(U));
+    out.head.reserve(guess);
+    out.tail.reserve(guess / 2);
+    for (auto& p : out.planes) p.reserve(guess);
     scan_tensor<U>(base.data, target.data, n, delta, out, hash_base ? &base_hash : nullptr, target_hash);
     if (hash_base) out.base_hash = base_hash.digest();
   } else {
@@ -165,30 +195,16 @@ void encode_tensor_typed(const TensorView& base, const TensorView& target, bool 
   out.info.index_coding = coding;
 
   if (coding == kIndexBitmap) {
-    const std::vector<uint8_t> bitmap = bitmap_from_gaps(out, n);
-    out.head.clear();
-    out.tail.clear();
-    out.head.reserve_more(bitmap.size());
-    if (!bitmap.empty()) std::memcpy(out.head.data(), bitmap.data(), bitmap.size());
-    out.head.set_size(bitmap.size());
+    ScratchBuffer bitmap = bitmap_from_gaps(out, n);
+    out.tail.release();
+    out.head = std::move(bitmap);
   } else if (coding == kIndexDense) {
-    // Every element: absolute = the target itself, delta = zigzag(target - base) (0 where unchanged).
-    out.head.clear();
-    out.tail.clear();
-    out.values.clear();
-    out.values.reserve_more(n * sizeof(U));
-    uint8_t* v = out.values.data();
-    if (!(delta && !anchor)) {
-      if (n) std::memcpy(v, target.data, n * sizeof(U));
-    } else {
-      for (uint64_t i = 0; i < n; ++i)
-        store_le<U>(v + i * sizeof(U), zigzag(static_cast<U>(load_le<U>(target.data + i * sizeof(U)) -
-                                                             load_le<U>(base.data + i * sizeof(U)))));
-    }
-    out.values.set_size(n * sizeof(U));
+    out.head.release();
+    out.tail.release();
+    dense_planes<U>(base, target, delta && !anchor, out);
   }
   out.info.index_bytes = out.head.size() + out.tail.size();
-  out.info.value_bytes = value_stream_bytes(delta && !anchor, out.values.size() / sizeof(U), sizeof(U));
+  out.info.value_bytes = value_stream_bytes(delta && !anchor, out.planes[0].size(), sizeof(U));
 }
 
 void check_view(const TensorView& t, const char* side) {
@@ -303,33 +319,15 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
   info.base_root_hash = anchor                    ? 0
                         : options.known_base_root ? *options.known_base_root
                                                   : root_hash(sorted_targets, base_hashes);
-  // Stream starts: index head, index tail (varint), each value byte plane.
-  std::vector<uint64_t> starts;
+  // The payload is the streams back to back (FORMAT.md), compressed straight from their buffers.
+  std::vector<PayloadSegment> segments;
   for (auto& e : encoded) {
-    const uint64_t off = e.info.raw_offset;
-    starts.push_back(off);
-    if (e.info.index_coding == kIndexVarintGaps) starts.push_back(off + e.info.changed);
-    const uint64_t w = dtype_size(e.info.dtype);
-    const uint64_t plane = e.info.value_bytes / w;
-    for (uint64_t b = 0; b < w; ++b) starts.push_back(off + e.info.index_bytes + b * plane);
+    segments.push_back({e.head.data(), e.head.size()});
+    segments.push_back({e.tail.data(), e.tail.size()});
+    for (auto& p : e.planes) segments.push_back({p.data(), p.size()});
   }
-  std::sort(starts.begin(), starts.end());
-  // Lay the streams into the payload (one copy, values byte-split on the way), in parallel.
-  std::unique_ptr<uint8_t[]> payload(new uint8_t[std::max<uint64_t>(raw, 1)]);
-  parallel_for(encoded.size(), options.threads, [&](size_t i) {
-    EncodedTensor& e = encoded[i];
-    uint8_t* p = payload.get() + e.info.raw_offset;
-    if (e.head.size()) std::memcpy(p, e.head.data(), e.head.size());
-    if (e.tail.size()) std::memcpy(p + e.head.size(), e.tail.data(), e.tail.size());
-    write_byte_planes(e.values.data(), e.values.size() / dtype_size(e.info.dtype), dtype_size(e.info.dtype),
-                      p + e.info.index_bytes);
-    e.head.clear();
-    e.tail.clear();
-    e.values.clear();
-  });
-  for (auto& e : encoded) info.tensors.push_back(std::move(e.info));
-  return write_container(info, payload.get(), raw, options.zstd_level, options.chunk_bytes, options.threads,
-                         starts);
+  for (auto& e : encoded) info.tensors.push_back(e.info);
+  return write_container(info, segments, options.zstd_level, options.chunk_bytes, options.threads);
 }
 
 }  // namespace

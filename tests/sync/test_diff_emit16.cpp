@@ -1,0 +1,130 @@
+// The fused diff-and-emit kernel for 2-byte elements (sync/diff_emit16.h): the dispatched kernel (AVX-512
+// where the CPU has it) and the portable one give exactly the streams of an element-by-element reference.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "sync/diff_emit16.h"
+
+using namespace pulse::sync;
+
+namespace {
+
+struct Streams {
+  std::vector<uint8_t> head, tail, lo, hi;
+  uint64_t changes = 0;
+};
+
+/// Element by element, as FORMAT.md defines the streams.
+Streams reference(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, bool delta) {
+  Streams s;
+  uint64_t next = 0;
+  for (uint64_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    uint64_t gap = i - next;
+    next = i + 1;
+    s.head.push_back(static_cast<uint8_t>((gap & 127) | (gap >= 128 ? 128 : 0)));
+    for (uint64_t r = gap >> 7; r; r >>= 7)
+      s.tail.push_back(static_cast<uint8_t>((r & 127) | (r >= 128 ? 128 : 0)));
+    uint16_t v = b[i];
+    if (delta) {
+      const int16_t d = static_cast<int16_t>(static_cast<uint16_t>(b[i] - a[i]));
+      v = static_cast<uint16_t>((static_cast<uint16_t>(d) << 1) ^ (d < 0 ? 0xffff : 0));
+    }
+    s.lo.push_back(static_cast<uint8_t>(v));
+    s.hi.push_back(static_cast<uint8_t>(v >> 8));
+    ++s.changes;
+  }
+  return s;
+}
+
+/// The kernel over [0, n) in calls of `step` elements, as the encoder calls it block by block.
+Streams run(bool portable, const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, bool delta,
+            uint64_t step) {
+  const uint64_t n = a.size();
+  std::vector<uint8_t> head(emit16_room(n) + 64), tail(emit16_tail_room(n) + 9 * (n / step + 2)),
+      lo(emit16_room(n) + 64), hi(emit16_room(n) + 64);
+  Emit16Cursor c{head.data(), tail.data(), lo.data(), hi.data(), 0};
+  Streams s;
+  const auto* pa = reinterpret_cast<const uint8_t*>(a.data());
+  const auto* pb = reinterpret_cast<const uint8_t*>(b.data());
+  for (uint64_t start = 0; start < n; start += step) {
+    const uint64_t cnt = std::min(step, n - start);
+    s.changes += portable ? diff_emit16_portable(pa + 2 * start, pb + 2 * start, start, cnt, delta, c)
+                          : diff_emit16(pa + 2 * start, pb + 2 * start, start, cnt, delta, c);
+  }
+  s.head.assign(head.data(), c.head);
+  s.tail.assign(tail.data(), c.tail);
+  s.lo.assign(lo.data(), c.lo);
+  s.hi.assign(hi.data(), c.hi);
+  return s;
+}
+
+void check_same(const Streams& got, const Streams& want) {
+  REQUIRE(got.changes == want.changes);
+  REQUIRE(got.head == want.head);
+  REQUIRE(got.tail == want.tail);
+  REQUIRE(got.lo == want.lo);
+  REQUIRE(got.hi == want.hi);
+}
+
+}  // namespace
+
+TEST_CASE("diff_emit16: dispatched and portable kernels equal the element-wise streams", "[sync][emit16]") {
+  INFO("AVX-512 kernel in use: " << diff_emit16_uses_avx512());
+  std::mt19937_64 rng(7);
+  for (uint64_t n : {0ull, 1ull, 31ull, 32ull, 33ull, 95ull, 1000ull, 40000ull, 70001ull}) {
+    for (double density : {0.0, 0.002, 0.07, 0.5, 1.0}) {
+      std::vector<uint16_t> a(n), b(n);
+      std::bernoulli_distribution flip(density);
+      for (uint64_t i = 0; i < n; ++i) {
+        a[i] = static_cast<uint16_t>(rng());
+        // +-1 ULP mostly, sometimes any bit pattern (signed wrap-around in delta mode).
+        b[i] = !flip(rng) ? a[i] : static_cast<uint16_t>(rng() % 4 ? a[i] + (rng() % 2 ? 1 : -1) : rng() | 1);
+        if (b[i] == a[i] && density == 1.0) b[i] = static_cast<uint16_t>(a[i] ^ 0x8000);  // -0 vs +0 style
+      }
+      if (n > 0 && density > 0) b[n - 1] = static_cast<uint16_t>(a[n - 1] + 7);  // last element changed
+      if (n > 1 && density > 0) b[0] = static_cast<uint16_t>(a[0] - 3);          // first element changed
+      for (bool delta : {false, true})
+        for (uint64_t step : {32768ull, 1000ull, 7ull}) {
+          INFO("n " << n << " density " << density << " delta " << delta << " step " << step);
+          const Streams want = reference(a, b, delta);
+          check_same(run(false, a, b, delta, step), want);
+          check_same(run(true, a, b, delta, step), want);
+        }
+    }
+  }
+}
+
+TEST_CASE("diff_emit16: huge gaps get full LEB128 tails", "[sync][emit16]") {
+  // One change at element 5 of a block that starts `start` elements into the tensor, nothing before it:
+  // gap = start + 5. The kernel writes tails of up to 3 bytes without a branch; longer ones take the
+  // general path.
+  std::vector<uint16_t> a(64, 0x3f80), b(64, 0x3f80);
+  b[5] = 0x3f81;
+  for (uint64_t start : {uint64_t{0}, uint64_t{200}, uint64_t{3'000'000}, uint64_t{1} << 21,
+                         uint64_t{1} << 28, uint64_t{1} << 40, (uint64_t{1} << 63) - 100}) {
+    const uint64_t gap = start + 5;
+    std::vector<uint8_t> want_tail;
+    for (uint64_t r = gap >> 7; r; r >>= 7)
+      want_tail.push_back(static_cast<uint8_t>((r & 127) | (r >= 128 ? 128 : 0)));
+    for (bool portable : {false, true}) {
+      INFO("start " << start << " portable " << portable);
+      std::vector<uint8_t> head(128), tail(64), lo(128), hi(128);
+      Emit16Cursor c{head.data(), tail.data(), lo.data(), hi.data(), 0};
+      const auto* pa = reinterpret_cast<const uint8_t*>(a.data());
+      const auto* pb = reinterpret_cast<const uint8_t*>(b.data());
+      const uint64_t k = portable ? diff_emit16_portable(pa, pb, start, 64, false, c)
+                                  : diff_emit16(pa, pb, start, 64, false, c);
+      REQUIRE(k == 1);
+      REQUIRE(c.head == head.data() + 1);
+      REQUIRE(head[0] == static_cast<uint8_t>((gap & 127) | (gap >= 128 ? 128 : 0)));
+      REQUIRE(std::vector<uint8_t>(tail.data(), c.tail) == want_tail);
+      REQUIRE(c.next == start + 6);
+      REQUIRE(lo[0] == 0x81);
+      REQUIRE(hi[0] == 0x3f);
+    }
+  }
+}
