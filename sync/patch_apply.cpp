@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 
+#include "sync/apply_kernels.h"
 #include "sync/hash.h"
 #include "sync/index_coding.h"
 #include "sync/parallel.h"
@@ -59,6 +60,13 @@ uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint
   undo.old.set_size(stored * kw);
   uint8_t* old_values = undo.old.data();
   const uint64_t block_elems = kApplyBlockBytes / kw;
+  if constexpr (kw == 2) {
+    if (t.index_coding == kIndexVarintGaps) {  // BF16/F16 at RL densities: the batched SIMD kernel
+      apply_varint_u16(w.data, n, streams, t.index_bytes, t.changed, delta, old_values, hash);
+      undo.applied = true;
+      return hash.digest();
+    }
+  }
   if (t.index_coding == kIndexVarintGaps) {
     // Inline varint decoding (the stream was validated): the head byte, and without a branch the first
     // tail byte (a gap >= 128 at ~1/4 of the changes at 1% density would mispredict); longer tails are
