@@ -49,50 +49,63 @@ inline uint8_t* put_gap(uint8_t* h, uint8_t* t, uint64_t gap) {
 }
 
 #ifdef PULSE_EMIT16_AVX512
-// The low byte of each 16-bit lane (vpmovwb). The zero-masked form: GCC 12's plain
-// _mm512_cvtepi16_epi8 trips -Wmaybe-uninitialized inside its own header.
-#define narrow16(v) _mm512_maskz_cvtepi16_epi8(~__mmask32{0}, (v))
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,bmi,bmi2,lzcnt,popcnt"))) uint64_t
+// 64 elements per step (two vectors per side): the 64-bit change mask drives byte-wide compresses of
+// the value bytes and of the in-group positions (vpcompressb), so the per-element work is a few
+// instructions and no branch depends on the data.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,bmi,bmi2,lzcnt,popcnt"))) uint64_t
 diff_emit16_avx512(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
                    Emit16Cursor& c) {
-  const __m512i iota = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15,
-                                        14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  // Lane j takes lane j - 1 (lane 0 keeps lane 0; its gap is computed in scalar code).
-  const __m512i up = _mm512_set_epi16(30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13,
-                                      12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0);
-  const __m512i one = _mm512_set1_epi16(1);
+  alignas(64) uint8_t iota_bytes[64], up_bytes[64], even_bytes[64], odd_bytes[64];
+  for (int j = 0; j < 64; ++j) {
+    iota_bytes[j] = static_cast<uint8_t>(j);
+    up_bytes[j] = static_cast<uint8_t>(j ? j - 1 : 0);  // lane j takes lane j - 1 (lane 0: scalar code)
+    even_bytes[j] = static_cast<uint8_t>(2 * j);          // bytes 0, 2, .. of (v0, v1) as one 128-byte table
+    odd_bytes[j] = static_cast<uint8_t>(2 * j + 1);
+  }
+  const __m512i iota = _mm512_load_si512(iota_bytes);
+  const __m512i up = _mm512_load_si512(up_bytes);
+  const __m512i even = _mm512_load_si512(even_bytes);
+  const __m512i odd = _mm512_load_si512(odd_bytes);
+  const __m512i one = _mm512_set1_epi8(1);
   uint8_t *h = c.head, *t = c.tail, *lo = c.lo, *hi = c.hi;
   uint64_t next = c.next, total = 0;
-  for (uint64_t i = 0; i < count; i += 32) {
-    __m512i va, vb;
-    if (count - i >= 32) {
-      va = _mm512_loadu_si512(a + 2 * i);
-      vb = _mm512_loadu_si512(b + 2 * i);
+  for (uint64_t i = 0; i < count; i += 64) {
+    __m512i a0, a1, b0, b1;
+    const uint8_t* pa = a + 2 * i;
+    const uint8_t* pb = b + 2 * i;
+    if (count - i >= 64) {
+      a0 = _mm512_loadu_si512(pa);
+      a1 = _mm512_loadu_si512(pa + 64);
+      b0 = _mm512_loadu_si512(pb);
+      b1 = _mm512_loadu_si512(pb + 64);
     } else {  // masked loads: lanes past the end read as equal zeros, and never fault
-      const __mmask32 live = static_cast<__mmask32>((uint64_t{1} << (count - i)) - 1);
-      va = _mm512_maskz_loadu_epi16(live, a + 2 * i);
-      vb = _mm512_maskz_loadu_epi16(live, b + 2 * i);
+      const uint64_t live = count - i < 64 ? (uint64_t{1} << (count - i)) - 1 : ~uint64_t{0};
+      const __mmask32 l0 = static_cast<__mmask32>(live), l1 = static_cast<__mmask32>(live >> 32);
+      a0 = _mm512_maskz_loadu_epi16(l0, pa);
+      a1 = _mm512_maskz_loadu_epi16(l1, pa + 64);
+      b0 = _mm512_maskz_loadu_epi16(l0, pb);
+      b1 = _mm512_maskz_loadu_epi16(l1, pb + 64);
     }
-    const __mmask32 m = _mm512_cmpneq_epi16_mask(va, vb);
+    const __mmask64 m = static_cast<__mmask64>(_mm512_cmpneq_epi16_mask(a0, b0)) |
+                        (static_cast<__mmask64>(_mm512_cmpneq_epi16_mask(a1, b1)) << 32);
     if (m == 0) continue;
-    __m512i v = vb;
+    __m512i v0 = b0, v1 = b1;
     if (delta) {
-      const __m512i d = _mm512_sub_epi16(vb, va);
-      v = _mm512_xor_si512(_mm512_slli_epi16(d, 1), _mm512_srai_epi16(d, 15));
+      const __m512i d0 = _mm512_sub_epi16(b0, a0), d1 = _mm512_sub_epi16(b1, a1);
+      v0 = _mm512_xor_si512(_mm512_slli_epi16(d0, 1), _mm512_srai_epi16(d0, 15));
+      v1 = _mm512_xor_si512(_mm512_slli_epi16(d1, 1), _mm512_srai_epi16(d1, 15));
     }
-    const __m256i l8 = narrow16(v);
-    const __m256i h8 = narrow16(_mm512_srli_epi16(v, 8));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), _mm256_maskz_compress_epi8(m, l8));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi), _mm256_maskz_compress_epi8(m, h8));
+    const __m512i l8 = _mm512_permutex2var_epi8(v0, even, v1);  // byte 0 of the 64 values
+    const __m512i h8 = _mm512_permutex2var_epi8(v0, odd, v1);   // byte 1
+    _mm512_storeu_si512(lo, _mm512_maskz_compress_epi8(m, l8));
+    _mm512_storeu_si512(hi, _mm512_maskz_compress_epi8(m, h8));
     // In-group gaps: positions of the changes packed to the low lanes, minus the previous one, minus 1.
-    const __m512i p = _mm512_maskz_compress_epi16(m, iota);
-    const __m512i gaps = _mm512_sub_epi16(_mm512_sub_epi16(p, _mm512_permutexvar_epi16(up, p)), one);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h), narrow16(gaps));
-    const uint64_t first = start + i + static_cast<uint64_t>(_tzcnt_u32(m));
+    const __m512i p = _mm512_maskz_compress_epi8(m, iota);
+    _mm512_storeu_si512(h, _mm512_sub_epi8(_mm512_sub_epi8(p, _mm512_maskz_permutexvar_epi8(~__mmask64{0}, up, p)), one));
+    const uint64_t first = start + i + static_cast<uint64_t>(_tzcnt_u64(m));
     t = put_gap(h, t, first - next);  // overwrites lane 0's head byte
-    next = start + i + 32 - static_cast<uint64_t>(_lzcnt_u32(m));
-    const unsigned k = static_cast<unsigned>(_mm_popcnt_u32(m));
+    next = start + i + 64 - static_cast<uint64_t>(_lzcnt_u64(m));
+    const uint64_t k = static_cast<uint64_t>(_mm_popcnt_u64(m));
     h += k;
     lo += k;
     hi += k;
@@ -105,8 +118,9 @@ diff_emit16_avx512(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t 
 bool cpu_has_avx512_vbmi2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi2") &&
-         __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
+         __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("bmi") &&
+         __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
 }
 #endif
 
