@@ -59,8 +59,10 @@ void apply_kernels_force_portable(bool portable);
 /// followed by its value stream (lo plane, hi plane: `changed` bytes each). Saves the old value of
 /// the j-th change at undo[2 j .. 2 j + 2) (2 * changed bytes). Hashes the tensor into `hash` one
 /// 64 KiB block at a time, right after the block's changes are written (while it is in cache), with
-/// the next block prefetched. Returns nothing; the caller digests `hash`.
+/// the next block prefetched. With `base_hash`, also hashes each block into it just before its changes
+/// are written: the base's tensor_hash at no extra read from memory. The caller digests the hashes.
 void apply_varint_u16(uint8_t* weights, uint64_t n, const uint8_t* streams, uint64_t index_bytes,
-                      uint64_t changed, bool delta, uint8_t* undo, Xxh3Stream& hash);
+                      uint64_t changed, bool delta, uint8_t* undo, Xxh3Stream& hash,
+                      Xxh3Stream* base_hash = nullptr);
 
 }  // namespace pulse::sync

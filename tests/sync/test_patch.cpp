@@ -406,3 +406,57 @@ TEST_CASE("a trusted root skips hashing the base but every target hash is still 
     }
   }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Decoder fast paths (sync/apply_kernels.h): BF16/F16 varint-gap tensors are applied in batches and,
+// without a trusted root, their base hash is taken during the apply (the base check follows it and
+// rolls everything back). The answers must be those of checking first.
+
+TEST_CASE("base hashed during apply: wrong base, already-at-target and forged unchanged tensors",
+          "[sync][patch][apply]") {
+  std::mt19937_64 rng(31);
+  // Two BF16 tensors and an F16 one on the fused path (one long enough for several 64 KiB blocks and
+  // gaps >= 16384), an F32 one hashed first, and a BF16 tensor the patch leaves unchanged.
+  auto [base, target] = random_pair(
+      rng, {{DType::BF16, {70000}}, {DType::F16, {33, 65}}, {DType::F32, {40}}, {DType::BF16, {129}}}, 0.07);
+  base.tensors.push_back({"z.sparse", DType::BF16, {200000}, std::vector<uint8_t>(400000, 0)});
+  target.tensors.push_back(base.tensors.back());
+  for (size_t i : {0, 17, 40000, 199999}) target.tensors.back().bytes[2 * i] = 1;
+  Model::T unchanged{"u.same", DType::BF16, {50}, std::vector<uint8_t>(100, 7)};
+  base.tensors.push_back(unchanged);
+  target.tensors.push_back(unchanged);
+  for (ValueMode mode : {ValueMode::Absolute, ValueMode::Delta}) {
+    PatchOptions opt;
+    opt.values = mode;
+    opt.force_index_coding = 0;
+    opt.base_version = 5;
+    opt.target_version = 6;
+    const auto patch = encode_patch(base.views(), target.views(), opt);
+    INFO("mode " << int(mode));
+
+    Model w = base;
+    auto views = w.mutable_views();
+    CHECK(apply_patch(views, patch.data(), patch.size(), 2));
+    CHECK(w == target);
+    CHECK_FALSE(apply_patch(views, patch.data(), patch.size(), 2));  // at the target: no-op, unchanged
+    CHECK(w == target);
+
+    // One element off in a fused tensor: applied, then found off the base, rolled back, named.
+    Model wrong = base;
+    wrong.tensors[0].bytes[2 * 123] ^= 0x40;
+    const Model before = wrong;
+    auto wv = wrong.mutable_views();
+    CHECK_THROWS_WITH(apply_patch(wv, patch.data(), patch.size(), 1),
+                      Catch::Contains("patch base mismatch") && Catch::Contains("base version 5") &&
+                          Catch::Contains("target version 6"));
+    CHECK(wrong == before);
+
+    // Off in the unchanged tensor only: the same base mismatch (the root covers it), rolled back.
+    Model off = base;
+    off.tensors.back().bytes[3] ^= 1;
+    const Model off_before = off;
+    auto ov = off.mutable_views();
+    CHECK_THROWS_WITH(apply_patch(ov, patch.data(), patch.size(), 2), Catch::Contains("patch base mismatch"));
+    CHECK(off == off_before);
+  }
+}
