@@ -262,24 +262,37 @@ struct Kernels {
 constexpr Kernels kPortable{varint_head_sums_portable, decode_gap_batch_portable,
                             assemble_u16_values_portable, "portable"};
 
-Kernels best_kernels() {
+/// The kernels this CPU can run, fastest first (the portable ones last).
+int supported_kernels(Kernels* out) {
+  int n = 0;
 #ifdef PULSE_APPLY_X86
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi2") &&
       __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt"))
-    return {head_sums_avx512, decode_gap_batch_avx512, assemble_u16_values_avx512, "avx512"};
+    out[n++] = {head_sums_avx512, decode_gap_batch_avx512, assemble_u16_values_avx512, "avx512"};
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
-    return {head_sums_avx2, decode_gap_batch_avx2, assemble_u16_values_avx2, "avx2"};
+    out[n++] = {head_sums_avx2, decode_gap_batch_avx2, assemble_u16_values_avx2, "avx2"};
 #endif
-  return kPortable;
+  out[n++] = kPortable;
+  return n;
 }
 
-std::atomic<bool> force_portable{false};
+struct Registry {
+  Kernels all[3] = {};
+  int n = supported_kernels(all);
+};
+
+const Registry& registry() {
+  static const Registry r;
+  return r;
+}
+
+std::atomic<int> forced{-1};  // index into the registry; -1 = the fastest
 
 const Kernels& kernels() {
-  static const Kernels best = best_kernels();
-  return force_portable.load(std::memory_order_relaxed) ? kPortable : best;
+  const int f = forced.load(std::memory_order_relaxed);
+  return registry().all[f < 0 ? 0 : f];
 }
 
 }  // namespace
@@ -301,8 +314,18 @@ const char* apply_kernels_isa() {
   return kernels().isa;
 }
 
-void apply_kernels_force_portable(bool portable) {
-  force_portable.store(portable);
+bool apply_kernels_force(const char* isa) {
+  const Registry& r = registry();
+  if (!isa) {
+    forced.store(-1);
+    return true;
+  }
+  for (int i = 0; i < r.n; ++i)
+    if (std::strcmp(r.all[i].isa, isa) == 0) {
+      forced.store(i);
+      return true;
+    }
+  return false;
 }
 
 // ---------------------------------------------------------------------------------------------------

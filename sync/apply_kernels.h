@@ -51,8 +51,9 @@ void assemble_u16_values_portable(const uint8_t* lo, const uint8_t* hi, size_t c
 /// Which kernels this CPU runs: "avx512", "avx2" or "portable".
 const char* apply_kernels_isa();
 
-/// Forces the portable kernels (true) or the CPU's fastest (false) for the whole process; tests only.
-void apply_kernels_force_portable(bool portable);
+/// Makes the whole process use the kernels of `isa` ("avx512", "avx2", "portable"; nullptr = the
+/// CPU's fastest again). Returns false (and changes nothing) when this CPU cannot run them. Tests only.
+bool apply_kernels_force(const char* isa);
 
 /// Applies a validated varint-gap patch tensor of 2-byte elements in place. `weights`: n elements
 /// (2 n bytes); `streams`: the tensor's index stream (index_bytes bytes: `changed` heads, then tails)

@@ -18,10 +18,19 @@ using namespace pulse::sync;
 
 namespace {
 
-/// Restores the CPU's fastest kernels when a test ends, even on a failed REQUIRE.
-struct PortableGuard {
-  explicit PortableGuard(bool portable) { apply_kernels_force_portable(portable); }
-  ~PortableGuard() { apply_kernels_force_portable(false); }
+/// The kernel sets this CPU can run.
+std::vector<const char*> isas() {
+  std::vector<const char*> out;
+  for (const char* isa : {"avx512", "avx2", "portable"})
+    if (apply_kernels_force(isa)) out.push_back(isa);
+  apply_kernels_force(nullptr);
+  return out;
+}
+
+/// Runs on the kernels of `isa` while alive; the CPU's fastest again afterwards, even on a failed REQUIRE.
+struct IsaGuard {
+  explicit IsaGuard(const char* isa) { REQUIRE(apply_kernels_force(isa)); }
+  ~IsaGuard() { apply_kernels_force(nullptr); }
 };
 
 /// Sorted distinct positions in [0, n): each element with probability p, plus `extra` forced ones.
@@ -98,83 +107,87 @@ TEST_CASE("varint head sums: SIMD and portable kernels equal a plain loop", "[sy
       low += b & 127;
       flagged += b >> 7;
     }
-    INFO("n " << n << ", isa " << apply_kernels_isa());
-    const HeadSums fast = varint_head_sums(h.data(), n), portable = varint_head_sums_portable(h.data(), n);
-    CHECK(fast.low7 == low);
-    CHECK(fast.flagged == flagged);
-    CHECK(portable.low7 == low);
-    CHECK(portable.flagged == flagged);
+    for (const char* isa : isas()) {
+      IsaGuard guard(isa);
+      INFO("n " << n << ", isa " << isa);
+      const HeadSums fast = varint_head_sums(h.data(), n);
+      CHECK(fast.low7 == low);
+      CHECK(fast.flagged == flagged);
+    }
   }
 }
 
 TEST_CASE("gap batches and value assembly: SIMD and portable kernels agree", "[sync][apply]") {
-  std::mt19937_64 rng(22);
-  // Gap mixes: no tails, some one-byte tails, some longer tails (the batch is then refused).
-  for (double p : {0.5, 0.07, 0.01, 0.002, 0.0001}) {
-    const uint64_t n = 400000;
-    const auto pos = random_positions(rng, n, p, {0, n - 1});
-    const auto s = gap_stream(pos);
-    const uint64_t changed = pos.size();
-    std::vector<uint64_t> ref;
-    REQUIRE(reference_decode(s, changed, n, &ref));
-    REQUIRE(ref == pos);
-    const uint8_t* tail = s.data() + changed;
-    const uint8_t* tail_end = s.data() + s.size();
-    uint64_t prev = ~uint64_t{0};
-    for (uint64_t j = 0; j < changed;) {
-      const size_t count = std::min<uint64_t>(changed - j, 1 + rng() % kGapBatch);
-      uint16_t fast[kGapBatch], portable[kGapBatch];
-      const GapBatch a = decode_gap_batch(s.data() + j, tail, tail_end, count, fast);
-      const GapBatch b = decode_gap_batch_portable(s.data() + j, tail, tail_end, count, portable);
-      bool long_tail = false;
-      for (size_t i = 0; i < count; ++i)
-        long_tail = long_tail || pos[j + i] - (j + i == 0 ? ~uint64_t{0} : pos[j + i - 1]) - 1 >= 16384;
-      INFO("density " << p << ", change " << j << ", count " << count << ", isa " << apply_kernels_isa());
-      REQUIRE(a.ok == !long_tail);
-      REQUIRE(b.ok == !long_tail);
-      uint64_t tail_bytes = 0;
-      for (size_t i = 0; i < count; ++i) {
-        const uint64_t gap = pos[j + i] - prev - 1;
-        prev = pos[j + i];
-        tail_bytes += s[j + i] >> 7;
-        if (!a.ok) continue;
-        CHECK(fast[i] == gap + 1);
-        CHECK(portable[i] == gap + 1);
-      }
-      if (a.ok) {
-        CHECK(a.sum == pos[j + count - 1] - (j == 0 ? ~uint64_t{0} : pos[j - 1]));
-        CHECK(b.sum == a.sum);
-        CHECK(a.tail_bytes == tail_bytes);
-        CHECK(b.tail_bytes == tail_bytes);
-        tail += a.tail_bytes;
-      } else {  // skip the batch's tails by hand
+  for (const char* isa : isas()) {
+    IsaGuard guard(isa);
+    std::mt19937_64 rng(22);
+    // Gap mixes: no tails, some one-byte tails, some longer tails (the batch is then refused).
+    for (double p : {0.5, 0.07, 0.01, 0.002, 0.0001}) {
+      const uint64_t n = 400000;
+      const auto pos = random_positions(rng, n, p, {0, n - 1});
+      const auto s = gap_stream(pos);
+      const uint64_t changed = pos.size();
+      std::vector<uint64_t> ref;
+      REQUIRE(reference_decode(s, changed, n, &ref));
+      REQUIRE(ref == pos);
+      const uint8_t* tail = s.data() + changed;
+      const uint8_t* tail_end = s.data() + s.size();
+      uint64_t prev = ~uint64_t{0};
+      for (uint64_t j = 0; j < changed;) {
+        const size_t count = std::min<uint64_t>(changed - j, 1 + rng() % kGapBatch);
+        uint16_t fast[kGapBatch], portable[kGapBatch];
+        const GapBatch a = decode_gap_batch(s.data() + j, tail, tail_end, count, fast);
+        const GapBatch b = decode_gap_batch_portable(s.data() + j, tail, tail_end, count, portable);
+        bool long_tail = false;
         for (size_t i = 0; i < count; ++i)
-          if (s[j + i] & 128)
-            while (*tail++ & 128) {
-            }
+          long_tail = long_tail || pos[j + i] - (j + i == 0 ? ~uint64_t{0} : pos[j + i - 1]) - 1 >= 16384;
+        INFO("density " << p << ", change " << j << ", count " << count << ", isa " << isa);
+        REQUIRE(a.ok == !long_tail);
+        REQUIRE(b.ok == !long_tail);
+        uint64_t tail_bytes = 0;
+        for (size_t i = 0; i < count; ++i) {
+          const uint64_t gap = pos[j + i] - prev - 1;
+          prev = pos[j + i];
+          tail_bytes += s[j + i] >> 7;
+          if (!a.ok) continue;
+          CHECK(fast[i] == gap + 1);
+          CHECK(portable[i] == gap + 1);
+        }
+        if (a.ok) {
+          CHECK(a.sum == pos[j + count - 1] - (j == 0 ? ~uint64_t{0} : pos[j - 1]));
+          CHECK(b.sum == a.sum);
+          CHECK(a.tail_bytes == tail_bytes);
+          CHECK(b.tail_bytes == tail_bytes);
+          tail += a.tail_bytes;
+        } else {  // skip the batch's tails by hand
+          for (size_t i = 0; i < count; ++i)
+            if (s[j + i] & 128)
+              while (*tail++ & 128) {
+              }
+        }
+        j += count;
       }
-      j += count;
+      CHECK(tail == tail_end);
     }
-    CHECK(tail == tail_end);
-  }
 
-  for (size_t count = 1; count <= kGapBatch; ++count) {
-    std::vector<uint8_t> lo(count), hi(count);
-    for (size_t i = 0; i < count; ++i) {
-      lo[i] = static_cast<uint8_t>(rng());
-      hi[i] = static_cast<uint8_t>(rng());
-    }
-    for (bool delta : {false, true}) {
-      uint16_t fast[kGapBatch], portable[kGapBatch];
-      assemble_u16_values(lo.data(), hi.data(), count, delta, fast);
-      assemble_u16_values_portable(lo.data(), hi.data(), count, delta, portable);
+    for (size_t count = 1; count <= kGapBatch; ++count) {
+      std::vector<uint8_t> lo(count), hi(count);
       for (size_t i = 0; i < count; ++i) {
-        const uint16_t z = static_cast<uint16_t>(lo[i] | hi[i] << 8);
-        const int d = (z & 1) ? -(z >> 1) - 1 : z >> 1;  // zigzag read back as a signed difference
-        const uint16_t want = delta ? static_cast<uint16_t>(d) : z;
-        INFO("count " << count << " i " << i << " delta " << delta);
-        CHECK(fast[i] == want);
-        CHECK(portable[i] == want);
+        lo[i] = static_cast<uint8_t>(rng());
+        hi[i] = static_cast<uint8_t>(rng());
+      }
+      for (bool delta : {false, true}) {
+        uint16_t fast[kGapBatch], portable[kGapBatch];
+        assemble_u16_values(lo.data(), hi.data(), count, delta, fast);
+        assemble_u16_values_portable(lo.data(), hi.data(), count, delta, portable);
+        for (size_t i = 0; i < count; ++i) {
+          const uint16_t z = static_cast<uint16_t>(lo[i] | hi[i] << 8);
+          const int d = (z & 1) ? -(z >> 1) - 1 : z >> 1;  // zigzag read back as a signed difference
+          const uint16_t want = delta ? static_cast<uint16_t>(d) : z;
+          INFO("count " << count << " i " << i << " delta " << delta << " isa " << isa);
+          CHECK(fast[i] == want);
+          CHECK(portable[i] == want);
+        }
       }
     }
   }
@@ -209,8 +222,8 @@ TEST_CASE("apply_varint_u16 equals a plain decode-and-write on every path", "[sy
           want[pos[j]] = delta ? static_cast<uint16_t>(want[pos[j]] + d) : z;
         }
         const uint64_t want_hash = xxh3_64(want.data(), 2 * n);
-        for (bool portable : {false, true}) {
-          PortableGuard guard(portable);
+        for (const char* isa : isas()) {
+          IsaGuard guard(isa);
           std::vector<uint16_t> w = base, undo(changed, 0xdead);
           Xxh3Stream hash, base_hash;
           const bool with_base = rng() % 2;
@@ -218,7 +231,7 @@ TEST_CASE("apply_varint_u16 equals a plain decode-and-write on every path", "[sy
                            delta, reinterpret_cast<uint8_t*>(undo.data()), hash,
                            with_base ? &base_hash : nullptr);
           INFO("n " << n << " density " << p << " changed " << changed << " delta " << delta << " isa "
-                    << apply_kernels_isa());
+                    << isa);
           CHECK(w == want);
           CHECK(undo == want_undo);
           CHECK(hash.digest() == want_hash);
@@ -274,12 +287,13 @@ TEST_CASE("fast varint validation accepts exactly the valid streams", "[sync][ap
     }
     const bool want = reference_decode(s, changed, numel);
     (want ? accepted : rejected) += 1;
-    for (bool portable : {false, true}) {
-      PortableGuard guard(portable);
-      INFO("round " << round << " portable " << portable);
+    for (const char* isa : isas()) {
+      IsaGuard guard(isa);
+      INFO("round " << round << " isa " << isa);
       CHECK(validates(s, changed, numel) == want);
     }
   }
+  CHECK(isas().back() == std::string("portable"));
   CHECK(accepted > 50);
   CHECK(rejected > 50);
 
