@@ -16,6 +16,7 @@
 #include "sync/patch_container.h"
 #include "sync/scratch_buffer.h"
 #include "sync/value_coding.h"
+#include "sync/xxh3_long.h"
 
 namespace pulse::sync {
 
@@ -68,8 +69,20 @@ void reserve_block(EncodedTensor& out, uint64_t changes, uint64_t tail_bytes, ui
 /// go through the fused kernel of sync/diff_emit16.h.
 template <typename U>
 void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, EncodedTensor& out,
-                 Xxh3Stream* base_hash, Xxh3Stream& target_hash) {
+                 Xxh3Stream* base_hash, Xxh3Stream& target_hash, uint64_t* fused_base_hash,
+                 uint64_t* fused_target_hash) {
   constexpr size_t w = sizeof(U);
+  // The AVX-512 kernel for 2-byte elements accumulates XXH3 from the registers it scans with (long
+  // inputs); the streams then stay untouched.
+  const bool fused = sizeof(U) == 2 && diff_emit16_uses_avx512() && n * w >= kXxh3LongMinBytes;
+  Xxh3LongState base_state, target_state;
+  Emit16Hash fused_hash;
+  if (fused) {
+    xxh3_long_init(base_state);
+    xxh3_long_init(target_state);
+    fused_hash = {base_hash ? &base_state : nullptr, &target_state, xxh3_long_block_bytes(n * w),
+                  xxh3_default_secret()};
+  }
   const uint64_t block_elems = kScanBlockBytes / w;  // a multiple of kDiffGroup
   std::vector<uint64_t> masks(sizeof(U) == 2 ? 0 : block_elems / kDiffGroup);
   uint64_t next = 0;  // position after the previous change (gap origin)
@@ -82,7 +95,7 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
       Emit16Cursor c{out.head.data() + out.head.size(), out.tail.data() + out.tail.size(),
                      out.planes[0].data() + out.planes[0].size(), out.planes[1].data() + out.planes[1].size(),
                      next};
-      const uint64_t k = diff_emit16(a, b, start, cnt, delta, c);
+      const uint64_t k = diff_emit16(a, b, start, cnt, delta, c, fused ? &fused_hash : nullptr);
       out.head.set_size(out.head.size() + k);
       out.tail.set_size(static_cast<size_t>(c.tail - out.tail.data()));
       out.planes[0].set_size(out.planes[0].size() + k);
@@ -118,8 +131,13 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
           out.planes[p].set_size(static_cast<size_t>(v[p] - out.planes[p].data()));
       }
     }
+    if (fused) continue;
     if (base_hash) base_hash->update(a, cnt * w);  // null: the caller knows the base's hash
     target_hash.update(b, cnt * w);
+  }
+  if (fused) {
+    if (base_hash) *fused_base_hash = xxh3_long_finish(base_state, base, n * w);
+    *fused_target_hash = xxh3_long_finish(target_state, target, n * w);
   }
 }
 
@@ -171,12 +189,16 @@ void encode_tensor_typed(const TensorView& base, const TensorView& target, bool 
     out.head.reserve(guess);
     out.tail.reserve(guess / 2);
     for (auto& p : out.planes) p.reserve(guess);
-    scan_tensor<U>(base.data, target.data, n, delta, out, hash_base ? &base_hash : nullptr, target_hash);
-    if (hash_base) out.base_hash = base_hash.digest();
+    uint64_t fused_base = 0, fused_target = 0;
+    scan_tensor<U>(base.data, target.data, n, delta, out, hash_base ? &base_hash : nullptr, target_hash,
+                   &fused_base, &fused_target);
+    const bool fused = sizeof(U) == 2 && diff_emit16_uses_avx512() && n * sizeof(U) >= kXxh3LongMinBytes;
+    if (hash_base) out.base_hash = fused ? fused_base : base_hash.digest();
+    out.info.target_hash = fused ? fused_target : target_hash.digest();
   } else {
     target_hash.update(target.data, target.nbytes);
+    out.info.target_hash = target_hash.digest();
   }
-  out.info.target_hash = target_hash.digest();
 
   const uint64_t k = anchor ? n : out.head.size();
   uint8_t coding = kIndexDense;

@@ -2,11 +2,14 @@
 // where the CPU has it) and the portable one give exactly the streams of an element-by-element reference.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "sync/diff_emit16.h"
+#include "sync/hash.h"
+#include "sync/xxh3_long.h"
 
 using namespace pulse::sync;
 
@@ -125,6 +128,47 @@ TEST_CASE("diff_emit16: huge gaps get full LEB128 tails", "[sync][emit16]") {
       REQUIRE(c.next == start + 6);
       REQUIRE(lo[0] == 0x81);
       REQUIRE(hi[0] == 0x3f);
+    }
+  }
+}
+
+TEST_CASE("diff_emit16: fused XXH3 of both sides equals libxxhash", "[sync][emit16][hash]") {
+  std::mt19937_64 rng(11);
+  for (uint64_t n :
+       {121ull, 128ull, 511ull, 512ull, 513ull, 1000ull, 32768ull, 32769ull, 70000ull, 131072ull}) {
+    std::vector<uint16_t> a(n), b(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      a[i] = static_cast<uint16_t>(rng());
+      b[i] = rng() % 10 ? a[i] : static_cast<uint16_t>(a[i] + 1);
+    }
+    const auto* pa = reinterpret_cast<const uint8_t*>(a.data());
+    const auto* pb = reinterpret_cast<const uint8_t*>(b.data());
+    const uint64_t len = 2 * n;
+    // The portable reference of the caller's part: full blocks with xxh3_long_accumulate_block.
+    Xxh3LongState ref;
+    xxh3_long_init(ref);
+    for (uint64_t off = 0; off < xxh3_long_block_bytes(len); off += kXxh3BlockBytes)
+      xxh3_long_accumulate_block(ref, pa + off);
+    REQUIRE(xxh3_long_finish(ref, pa, len) == xxh3_64(pa, len));
+    if (!diff_emit16_uses_avx512()) continue;
+    for (bool delta : {false, true}) {
+      INFO("n " << n << " delta " << delta);
+      Xxh3LongState sa, sb;
+      xxh3_long_init(sa);
+      xxh3_long_init(sb);
+      Emit16Hash hash{&sa, &sb, xxh3_long_block_bytes(len), xxh3_default_secret()};
+      std::vector<uint8_t> head(emit16_room(n) + 64), tail(emit16_tail_room(n) + 64), lo(emit16_room(n) + 64),
+          hi(emit16_room(n) + 64);
+      Emit16Cursor c{head.data(), tail.data(), lo.data(), hi.data(), 0};
+      for (uint64_t start = 0; start < n; start += 32768)
+        diff_emit16(pa + 2 * start, pb + 2 * start, start, std::min<uint64_t>(32768, n - start), delta, c,
+                    &hash);
+      REQUIRE(xxh3_long_finish(sa, pa, len) == xxh3_64(pa, len));
+      REQUIRE(xxh3_long_finish(sb, pb, len) == xxh3_64(pb, len));
+      // The streams are the same as without hashing.
+      const Streams want = reference(a, b, delta);
+      REQUIRE(std::vector<uint8_t>(head.data(), c.head) == want.head);
+      REQUIRE(std::vector<uint8_t>(lo.data(), c.lo) == want.lo);
     }
   }
 }
