@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "app/commands.h"
-#include "bench/sync_bench.h"
+#include "bench/sync_bench_cli.h"
 #include "sync/atomic_file.h"
 #include "sync/hash.h"
 #include "sync/patch.h"
@@ -26,13 +26,7 @@ struct SyncCliOptions {
   int threads = 0;
   uint64_t base_version = 0, target_version = 1;
   std::string model_id;
-  // bench
-  uint64_t elements = bench::SyncBenchOptions{}.elements;
-  uint64_t seed = 1;
-  double lr = bench::SyncBenchOptions{}.lr;
-  bool json = false;
-  bool no_patch_from = false;
-  std::vector<std::string> checkpoints;
+  bench::SyncBenchCli bench;
 };
 
 std::vector<uint8_t> read_patch(const std::string& path) {
@@ -195,18 +189,7 @@ void cmd_verify(const SyncCliOptions& o) {
 }
 
 void cmd_bench(const SyncCliOptions& o) {
-  bench::SyncBenchOptions b;
-  b.elements = o.elements;
-  b.seed = o.seed;
-  b.lr = o.lr;
-  b.threads = o.threads;
-  b.skip_zstd_patch_from = o.no_patch_from;
-  b.checkpoints = o.checkpoints;
-  if (b.checkpoints.size() == 1) throw CLI::ValidationError("--checkpoints", "give at least two checkpoints");
-  const auto results = bench::run_sync_bench(b, std::cerr);
-  std::cout << (o.json ? bench::sync_bench_json(results) + "\n" : bench::sync_bench_table(results));
-  for (const auto& r : results)
-    if (!r.bit_identical) throw Exit{1};
+  if (const int status = bench::run_sync_bench_cli(o.bench, std::cout, std::cerr)) throw Exit{status};
 }
 
 }  // namespace
@@ -263,20 +246,7 @@ void register_sync_commands(CLI::App& root) {
 
   auto* bench_cmd = sync_cmd->add_subcommand(
       "bench", "patch size and speed vs the entropy bound, the reference format, zstd and memcpy");
-  bench_cmd->add_option("--elements", o->elements, "BF16 elements of the synthetic workload")
-      ->capture_default_str();
-  bench_cmd->add_option("--seed", o->seed, "synthetic workload seed")->capture_default_str();
-  bench_cmd
-      ->add_option("--lr", o->lr,
-                   "Adam learning rate of the synthetic workload (3e-6: ~7% changed, 3e-7: ~1%)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  bench_cmd->add_option("--threads", o->threads, "threads (0 = all cores)")->capture_default_str();
-  bench_cmd->add_option(
-      "--checkpoints", o->checkpoints,
-      "consecutive checkpoints of a run (the `run` workload), e.g. step1.safetensors step2...");
-  bench_cmd->add_flag("--no-patch-from", o->no_patch_from, "skip the `zstd --patch-from` baseline");
-  bench_cmd->add_flag("--json", o->json, "print one JSON object instead of a table");
+  bench::add_sync_bench_options(*bench_cmd, o->bench);
   bench_cmd->callback([o] { cmd_bench(*o); });
 }
 

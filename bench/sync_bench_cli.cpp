@@ -1,0 +1,35 @@
+#include "bench/sync_bench_cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <ostream>
+
+namespace pulse::bench {
+
+void add_sync_bench_options(CLI::App& cmd, SyncBenchCli& cli) {
+  SyncBenchOptions& o = cli.options;
+  cmd.add_option("--elements", o.elements, "BF16 elements of the synthetic workload")
+      ->check(CLI::Range(uint64_t{1}, ~uint64_t{0}))
+      ->capture_default_str();
+  cmd.add_option("--seed", o.seed, "synthetic workload seed")->capture_default_str();
+  cmd.add_option("--lr", o.lr, "Adam learning rate of the synthetic workload (3e-6: ~7% changed, 3e-7: ~1%)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--threads", o.threads, "threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--checkpoints", o.checkpoints,
+                 "consecutive checkpoints of a run (the `run` workload), e.g. step1.safetensors step2...");
+  cmd.add_flag("--no-patch-from", o.skip_zstd_patch_from, "skip the `zstd --patch-from` baseline");
+  cmd.add_flag("--json", cli.json, "print one JSON object instead of a table");
+}
+
+int run_sync_bench_cli(const SyncBenchCli& cli, std::ostream& out, std::ostream& log) {
+  if (cli.options.checkpoints.size() == 1)
+    throw CLI::ValidationError("--checkpoints", "give at least two checkpoints");
+  const auto results = run_sync_bench(cli.options, log);
+  out << (cli.json ? sync_bench_json(results) + "\n" : sync_bench_table(results));
+  for (const auto& r : results)
+    if (!r.bit_identical) return 1;
+  return 0;
+}
+
+}  // namespace pulse::bench
