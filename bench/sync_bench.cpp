@@ -467,6 +467,7 @@ std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std
   if (options.checkpoints.size() >= 2) {
     SyncBenchResult sum;
     sum.workload = "run";
+    sum.threads = sync::resolve_threads(options.threads, 1 << 20);
     sum.bit_identical = true;
     double enc_s = 0, dec_s = 0, mem_s = 0, enc_a = 0, enc_d = 0, dec_a = 0, dec_d = 0, bound = 0;
     for (size_t i = 0; i + 1 < options.checkpoints.size(); ++i) {
