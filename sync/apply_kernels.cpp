@@ -342,11 +342,10 @@ inline void prefetch_range(const uint8_t* p, size_t n) {
 /// The 64 KiB blocks of the tensor: hashed in order once no later change can touch them.
 class Blocks {
  public:
-  Blocks(uint8_t* w, uint64_t n, Xxh3Stream& hash, Xxh3Stream* base_hash)
-      : w_(w), n_(n), end_(std::min(n, kBlockElems)), hash_(hash), base_hash_(base_hash) {
-    if (!base_hash_) prefetch_range(w_, 2 * end_);
+  Blocks(uint8_t* w, uint64_t n, Xxh3Stream& hash)
+      : w_(w), n_(n), end_(std::min(n, kBlockElems)), hash_(hash) {
+    prefetch_range(w_, 2 * end_);
     prefetch_next();
-    hash_base();
   }
   uint64_t end() const { return end_; }
   /// Hashes the current block and moves to the next, prefetching the one after it.
@@ -355,27 +354,18 @@ class Blocks {
     start_ = end_;
     end_ = std::min(n_, end_ + kBlockElems);
     prefetch_next();
-    hash_base();
   }
   void finish() {
     while (start_ < n_) advance();
   }
 
  private:
-  /// The current block before any change is written to it.
-  void hash_base() {
-    if (base_hash_ && start_ < end_) base_hash_->update(w_ + 2 * start_, 2 * (end_ - start_));
-  }
-  /// Not with a base hash: its sequential read of the block at entry brings the lines in faster than
-  /// prefetches (the hardware prefetcher follows it), and prefetching as well measured slower.
   void prefetch_next() {
-    if (!base_hash_ && end_ < n_)
-      prefetch_range(w_ + 2 * end_, 2 * (std::min(n_, end_ + kBlockElems) - end_));
+    if (end_ < n_) prefetch_range(w_ + 2 * end_, 2 * (std::min(n_, end_ + kBlockElems) - end_));
   }
   uint8_t* w_;
   uint64_t n_, start_ = 0, end_;
   Xxh3Stream& hash_;
-  Xxh3Stream* base_hash_;
 };
 
 /// One change: save the old value as undo, store the new one.
@@ -413,14 +403,14 @@ uint64_t write_batch_checked(uint8_t* w, uint64_t p, const G* gap1, const uint16
 
 template <bool kDelta>
 void apply_varint_u16_impl(uint8_t* w, uint64_t n, const uint8_t* streams, uint64_t index_bytes,
-                           uint64_t changed, uint8_t* undo, Xxh3Stream& hash, Xxh3Stream* base_hash) {
+                           uint64_t changed, uint8_t* undo, Xxh3Stream& hash) {
   const Kernels& k = kernels();
   const uint8_t* head = streams;
   const uint8_t* tail = streams + changed;
   const uint8_t* tail_end = streams + index_bytes;
   const uint8_t* lo = tail_end;
   const uint8_t* hi = lo + changed;
-  Blocks blocks(w, n, hash, base_hash);
+  Blocks blocks(w, n, hash);
   alignas(64) uint16_t gap1[kGapBatch], val[kGapBatch];
   alignas(64) uint64_t gap64[kGapBatch];
   uint64_t p = ~uint64_t{0};  // position of the previous change (idx_{-1} = -1)
@@ -458,11 +448,11 @@ void apply_varint_u16_impl(uint8_t* w, uint64_t n, const uint8_t* streams, uint6
 }  // namespace
 
 void apply_varint_u16(uint8_t* weights, uint64_t n, const uint8_t* streams, uint64_t index_bytes,
-                      uint64_t changed, bool delta, uint8_t* undo, Xxh3Stream& hash, Xxh3Stream* base_hash) {
+                      uint64_t changed, bool delta, uint8_t* undo, Xxh3Stream& hash) {
   if (delta)
-    apply_varint_u16_impl<true>(weights, n, streams, index_bytes, changed, undo, hash, base_hash);
+    apply_varint_u16_impl<true>(weights, n, streams, index_bytes, changed, undo, hash);
   else
-    apply_varint_u16_impl<false>(weights, n, streams, index_bytes, changed, undo, hash, base_hash);
+    apply_varint_u16_impl<false>(weights, n, streams, index_bytes, changed, undo, hash);
 }
 
 }  // namespace pulse::sync

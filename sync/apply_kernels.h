@@ -60,10 +60,8 @@ bool apply_kernels_force(const char* isa);
 /// followed by its value stream (lo plane, hi plane: `changed` bytes each). Saves the old value of
 /// the j-th change at undo[2 j .. 2 j + 2) (2 * changed bytes). Hashes the tensor into `hash` one
 /// 64 KiB block at a time, right after the block's changes are written (while it is in cache), with
-/// the next block prefetched. With `base_hash`, also hashes each block into it just before its changes
-/// are written: the base's tensor_hash at no extra read from memory. The caller digests the hashes.
+/// the next block prefetched. Returns nothing; the caller digests `hash`.
 void apply_varint_u16(uint8_t* weights, uint64_t n, const uint8_t* streams, uint64_t index_bytes,
-                      uint64_t changed, bool delta, uint8_t* undo, Xxh3Stream& hash,
-                      Xxh3Stream* base_hash = nullptr);
+                      uint64_t changed, bool delta, uint8_t* undo, Xxh3Stream& hash);
 
 }  // namespace pulse::sync

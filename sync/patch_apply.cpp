@@ -36,11 +36,9 @@ inline void prefetch_block(const uint8_t* p, size_t n) {
 
 /// Applies one tensor's streams to `w`, saving the old values into undo; returns the new xxh3, hashed
 /// 64 KiB block by block right after the block's changes are written (while it is in cache).
-/// `base_hash` (only for 2-byte varint-gap tensors, see fuses_base_hash): also the old xxh3, hashed
-/// block by block just before the block's changes are written.
 template <typename U>
 uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint8_t* streams, bool delta,
-                      Undo& undo, uint64_t* base_hash = nullptr) {
+                      Undo& undo) {
   constexpr size_t kw = sizeof(U);
   const uint64_t n = w.nbytes / kw;
   const uint64_t stored = t.index_coding == kIndexDense ? n : t.changed;
@@ -64,10 +62,7 @@ uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint
   const uint64_t block_elems = kApplyBlockBytes / kw;
   if constexpr (kw == 2) {
     if (t.index_coding == kIndexVarintGaps) {  // BF16/F16 at RL densities: the batched SIMD kernel
-      Xxh3Stream base;
-      apply_varint_u16(w.data, n, streams, t.index_bytes, t.changed, delta, old_values, hash,
-                       base_hash ? &base : nullptr);
-      if (base_hash) *base_hash = base.digest();
+      apply_varint_u16(w.data, n, streams, t.index_bytes, t.changed, delta, old_values, hash);
       undo.applied = true;
       return hash.digest();
     }
@@ -216,25 +211,12 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
   // Where are the weights now? Same root as the target: nothing to do. With a trusted root the caller
   // vouches for it and only the tensors the patch leaves alone are hashed (their hash is their target
   // hash, checked below); every other tensor's target hash is verified after apply either way.
-  // Without one, BF16/F16 varint-gap tensors (an RL patch's bulk) are not hashed here: apply hashes each
-  // of their blocks just before writing it, while it is in cache, instead of reading the whole model
-  // from memory once more first. The base check then follows the apply, and when the weights turn out
-  // not to be at the base, everything is rolled back before the same answer as below is given: the
-  // result (no-op, error message, untouched weights) is the same either way.
   const bool trusted = options.trusted_root.has_value();
-  std::vector<uint8_t> fused(info.tensors.size(), 0);
-  bool any_fused = false;
-  for (size_t k = 0; k < info.tensors.size() && !trusted && !info.anchor; ++k) {
-    const auto& t = info.tensors[k];
-    fused[k] = t.index_coding == kIndexVarintGaps && t.changed > 0 && dtype_size(t.dtype) == 2;
-    any_fused = any_fused || fused[k];
-  }
   std::vector<uint64_t> current(weights.size(), 0);
   std::vector<size_t> by_size;
   for (size_t k = 0; k < info.tensors.size(); ++k) {
     const auto& t = info.tensors[k];
-    if (trusted ? (t.changed == 0 && t.index_coding != kIndexDense) : !fused[k])
-      by_size.push_back(target_of[k]);
+    if (!trusted || (t.changed == 0 && t.index_coding != kIndexDense)) by_size.push_back(target_of[k]);
   }
   std::stable_sort(by_size.begin(), by_size.end(),
                    [&](size_t a, size_t b) { return weights[a].nbytes > weights[b].nbytes; });
@@ -242,27 +224,23 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
                [&](size_t o) { current[by_size[o]] = tensor_hash(weights[by_size[o]].view()); });
   std::vector<TensorView> views;
   for (const auto& w : weights) views.push_back(w.view());
-  // true: already at the target (no-op); throws when the weights are neither at the base nor the target.
-  auto at_target = [&](uint64_t root) {
-    if (root == info.target_root_hash) {
-      bool all = true;
-      for (size_t k = 0; k < info.tensors.size() && !trusted; ++k)
-        all = all && current[target_of[k]] == info.tensors[k].target_hash;
-      if (all) return true;
-    }
-    if (!info.anchor && root != info.base_root_hash)
-      throw PatchError("patch base mismatch: the patch goes from " + versions(info) +
-                       ", but the weights have " + (trusted ? "the trusted root " : "root ") +
-                       hash_hex(root) + " (neither the base nor the target)");
-    for (size_t k = 0; k < info.tensors.size(); ++k) {
-      const auto& t = info.tensors[k];
-      if (t.changed == 0 && t.index_coding != kIndexDense && current[target_of[k]] != t.target_hash)
-        throw PatchError("patch tensor '" + t.name +
-                         "' is unchanged but its target hash differs from the base (" + versions(info) + ")");
-    }
-    return false;
-  };
-  if (!any_fused && at_target(trusted ? *options.trusted_root : root_hash(views, current))) return false;
+  const uint64_t root = trusted ? *options.trusted_root : root_hash(views, current);
+  if (root == info.target_root_hash) {
+    bool all = true;
+    for (size_t k = 0; k < info.tensors.size() && !trusted; ++k)
+      all = all && current[target_of[k]] == info.tensors[k].target_hash;
+    if (all) return false;
+  }
+  if (!info.anchor && root != info.base_root_hash)
+    throw PatchError("patch base mismatch: the patch goes from " + versions(info) +
+                     ", but the weights have " + (trusted ? "the trusted root " : "root ") + hash_hex(root) +
+                     " (neither the base nor the target)");
+  for (size_t k = 0; k < info.tensors.size(); ++k) {
+    const auto& t = info.tensors[k];
+    if (t.changed == 0 && t.index_coding != kIndexDense && current[target_of[k]] != t.target_hash)
+      throw PatchError("patch tensor '" + t.name +
+                       "' is unchanged but its target hash differs from the base (" + versions(info) + ")");
+  }
 
   // Apply (biggest first), verify each target hash, roll back everything on any failure.
   std::vector<size_t> order(info.tensors.size());
@@ -287,8 +265,7 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
         break;
       case 2:
         rollback ? rollback_tensor<uint16_t>(w, t, s, undo[k])
-                 : void(after[k] = apply_tensor<uint16_t>(w, t, s, delta, undo[k],
-                                                          fused[k] ? &current[target_of[k]] : nullptr));
+                 : void(after[k] = apply_tensor<uint16_t>(w, t, s, delta, undo[k]));
         break;
       case 4:
         rollback ? rollback_tensor<uint32_t>(w, t, s, undo[k])
@@ -300,30 +277,9 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
         break;
     }
   };
-  auto rollback_all = [&] {
-    parallel_for(order.size(), threads, [&](size_t o) { dispatch(order[o], true); });
-  };
   std::string failure;
   try {
     parallel_for(order.size(), threads, [&](size_t o) { dispatch(order[o], false); });
-  } catch (const std::exception& e) {
-    failure =
-        std::string("patch apply failed (") + versions(info) + "): " + e.what() + "; weights rolled back";
-  }
-  if (failure.empty() && any_fused) {  // every base hash is known now
-    bool noop = false;
-    try {
-      noop = at_target(root_hash(views, current));
-    } catch (...) {
-      rollback_all();
-      throw;
-    }
-    if (noop) {
-      rollback_all();
-      return false;
-    }
-  }
-  try {
     for (size_t k = 0; k < info.tensors.size() && failure.empty(); ++k)
       if (after[k] != info.tensors[k].target_hash)
         failure = "patch tensor '" + info.tensors[k].name + "': hash after apply " + hash_hex(after[k]) +
@@ -334,7 +290,7 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
         std::string("patch apply failed (") + versions(info) + "): " + e.what() + "; weights rolled back";
   }
   if (!failure.empty()) {
-    rollback_all();
+    parallel_for(order.size(), threads, [&](size_t o) { dispatch(order[o], true); });
     throw PatchError(failure);
   }
   return true;
