@@ -200,46 +200,28 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
                               }))
         throw PatchError("weights tensor '" + w.name + "' is not in the patch (" + versions(info) + ")");
 
-  // The order tensors are applied in (biggest first, so the threads finish together).
-  std::vector<size_t> order(info.tensors.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return weights[target_of[a]].nbytes > weights[target_of[b]].nbytes;
-  });
-
-  // Payload (chunk checksums, decompression) and where the weights are now (their hashes), in one
-  // parallel pass: decompression is compute-bound, hashing the weights reads memory, so a thread on
-  // each overlaps them. With a trusted root the caller vouches for the root and only the tensors the
-  // patch leaves alone are hashed (their hash is their target hash, checked below); every other
-  // tensor's target hash is verified after apply either way. Tensors are hashed in the reverse of the
-  // apply order: the last ones hashed, applied first, are still in the last-level cache.
-  const bool trusted = options.trusted_root.has_value();
-  std::vector<uint64_t> current(weights.size(), 0);
-  std::vector<size_t> to_hash;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const auto& t = info.tensors[*it];
-    if (!trusted || (t.changed == 0 && t.index_coding != kIndexDense)) to_hash.push_back(target_of[*it]);
-  }
-  PayloadPlan plan = plan_payload(c, size);
-  std::vector<std::pair<bool, size_t>> tasks;  // (is a chunk, index), alternating while both last
-  for (size_t i = 0; i < std::max(to_hash.size(), c.chunks.size()); ++i) {
-    if (i < c.chunks.size()) tasks.push_back({true, i});
-    if (i < to_hash.size()) tasks.push_back({false, to_hash[i]});
-  }
-  parallel_for(tasks.size(), threads, [&](size_t j) {
-    if (tasks[j].first)
-      read_payload_chunk(c, data, tasks[j].second, plan);
-    else
-      current[tasks[j].second] = tensor_hash(weights[tasks[j].second].view());
-  });
-  const ScratchBuffer payload = std::move(plan.payload);
-  // Every index stream.
+  // Payload: chunk checksums, decompression, every index stream.
+  const ScratchBuffer payload = read_payload(c, data, size, threads);
   parallel_for(info.tensors.size(), threads, [&](size_t k) {
     const auto& t = info.tensors[k];
     validate_index_stream(t.name, t.index_coding, payload.data() + t.raw_offset, t.index_bytes, t.changed,
                           static_cast<uint64_t>(numel(t.shape)), t.raw_offset);
   });
 
+  // Where are the weights now? Same root as the target: nothing to do. With a trusted root the caller
+  // vouches for it and only the tensors the patch leaves alone are hashed (their hash is their target
+  // hash, checked below); every other tensor's target hash is verified after apply either way.
+  const bool trusted = options.trusted_root.has_value();
+  std::vector<uint64_t> current(weights.size(), 0);
+  std::vector<size_t> by_size;
+  for (size_t k = 0; k < info.tensors.size(); ++k) {
+    const auto& t = info.tensors[k];
+    if (!trusted || (t.changed == 0 && t.index_coding != kIndexDense)) by_size.push_back(target_of[k]);
+  }
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [&](size_t a, size_t b) { return weights[a].nbytes > weights[b].nbytes; });
+  parallel_for(by_size.size(), threads,
+               [&](size_t o) { current[by_size[o]] = tensor_hash(weights[by_size[o]].view()); });
   std::vector<TensorView> views;
   for (const auto& w : weights) views.push_back(w.view());
   const uint64_t root = trusted ? *options.trusted_root : root_hash(views, current);
@@ -261,6 +243,11 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
   }
 
   // Apply (biggest first), verify each target hash, roll back everything on any failure.
+  std::vector<size_t> order(info.tensors.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return weights[target_of[a]].nbytes > weights[target_of[b]].nbytes;
+  });
   std::vector<Undo> undo(info.tensors.size());
   std::vector<uint64_t> after(info.tensors.size(), 0);
   auto dispatch = [&](size_t k, bool rollback) {

@@ -77,18 +77,4 @@ constexpr size_t kPayloadPadding = 64;
 /// and its byte offset.
 ScratchBuffer read_payload(const Container& container, const uint8_t* data, size_t size, int threads);
 
-/// read_payload in steps, for a caller that interleaves the chunks with other work: the payload buffer
-/// (as read_payload returns it, contents not yet written) and each chunk's raw offset.
-struct PayloadPlan {
-  ScratchBuffer payload;
-  std::vector<uint64_t> raw_offsets;
-};
-
-/// Allocates the payload buffer. Throws PatchError when a chunk reaches past `size` bytes.
-PayloadPlan plan_payload(const Container& container, size_t size);
-
-/// Checks chunk `i`'s checksum and decompresses it into plan.payload (chunks are independent: any order,
-/// any thread). Throws PatchError naming the chunk and its byte offset.
-void read_payload_chunk(const Container& container, const uint8_t* data, size_t i, PayloadPlan& plan);
-
 }  // namespace pulse::sync

@@ -10,47 +10,41 @@
 
 namespace pulse::sync {
 
-PayloadPlan plan_payload(const Container& c, size_t size) {
-  // Pooled and not zero-filled: every byte up to payload_raw_bytes is written by a chunk (the chunks'
-  // raw sizes sum to it, parse_container checked), and a recycled buffer has no fresh pages to fault in.
-  PayloadPlan plan;
+ScratchBuffer read_payload(const Container& c, const uint8_t* data, size_t size, int threads) {
+  // Pooled and not zero-filled: every byte up to payload_raw_bytes is written by a chunk below (the
+  // chunks' raw sizes sum to it, parse_container checked), and a recycled buffer has no fresh pages
+  // to fault in.
   const uint64_t raw = c.info.payload_raw_bytes;
-  plan.payload.reserve(raw + kPayloadPadding);
-  plan.payload.set_size(raw);
-  std::memset(plan.payload.data() + raw, 0, kPayloadPadding);
-  plan.raw_offsets.resize(c.chunks.size());
+  ScratchBuffer payload(raw + kPayloadPadding);
+  payload.set_size(raw);
+  std::memset(payload.data() + raw, 0, kPayloadPadding);
+  std::vector<uint64_t> raw_offsets(c.chunks.size());
   uint64_t off = 0;
   for (size_t i = 0; i < c.chunks.size(); ++i) {
-    plan.raw_offsets[i] = off;
+    raw_offsets[i] = off;
     off += c.chunks[i].raw_bytes;
     if (c.chunks[i].file_offset + c.chunks[i].stored_bytes > size)
       throw PatchError("patch truncated inside chunk " + std::to_string(i) + " at byte offset " +
                        std::to_string(c.chunks[i].file_offset));
   }
-  return plan;
-}
-
-void read_payload_chunk(const Container& c, const uint8_t* data, size_t i, PayloadPlan& plan) {
-  const ChunkEntry& e = c.chunks[i];
-  const uint8_t* src = data + e.file_offset;
-  if (xxh3_64(src, e.stored_bytes) != e.checksum)
-    throw PatchError("patch chunk " + std::to_string(i) + " at byte offset " + std::to_string(e.file_offset) +
-                     ": checksum mismatch (corrupt patch)");
-  uint8_t* dst = plan.payload.data() + plan.raw_offsets[i];
-  if (e.codec == kChunkRaw) {
-    std::memcpy(dst, src, e.raw_bytes);
-    return;
-  }
-  const size_t n = ZSTD_decompress(dst, e.raw_bytes, src, e.stored_bytes);
-  if (ZSTD_isError(n) || n != e.raw_bytes)
-    throw PatchError("patch chunk " + std::to_string(i) + " at byte offset " + std::to_string(e.file_offset) +
-                     ": zstd frame does not decode to " + std::to_string(e.raw_bytes) + " bytes");
-}
-
-ScratchBuffer read_payload(const Container& c, const uint8_t* data, size_t size, int threads) {
-  PayloadPlan plan = plan_payload(c, size);
-  parallel_for(c.chunks.size(), threads, [&](size_t i) { read_payload_chunk(c, data, i, plan); });
-  return std::move(plan.payload);
+  parallel_for(c.chunks.size(), threads, [&](size_t i) {
+    const ChunkEntry& e = c.chunks[i];
+    const uint8_t* src = data + e.file_offset;
+    if (xxh3_64(src, e.stored_bytes) != e.checksum)
+      throw PatchError("patch chunk " + std::to_string(i) + " at byte offset " +
+                       std::to_string(e.file_offset) + ": checksum mismatch (corrupt patch)");
+    uint8_t* dst = payload.data() + raw_offsets[i];
+    if (e.codec == kChunkRaw) {
+      std::memcpy(dst, src, e.raw_bytes);
+      return;
+    }
+    const size_t n = ZSTD_decompress(dst, e.raw_bytes, src, e.stored_bytes);
+    if (ZSTD_isError(n) || n != e.raw_bytes)
+      throw PatchError("patch chunk " + std::to_string(i) + " at byte offset " +
+                       std::to_string(e.file_offset) + ": zstd frame does not decode to " +
+                       std::to_string(e.raw_bytes) + " bytes");
+  });
+  return payload;
 }
 
 }  // namespace pulse::sync
