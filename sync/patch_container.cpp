@@ -198,125 +198,159 @@ std::vector<uint8_t> write_container(PatchInfo& info, const uint8_t* payload, si
   return write_container(info, segments, zstd_level, chunk_bytes, threads);
 }
 
-std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<PayloadSegment>& segments,
-                                     int zstd_level, size_t chunk_bytes, int threads) {
+namespace {
+
+/// Copies `n` bytes of the segments' concatenation, starting at byte `begin` of it, to dst.
+void gather(const std::vector<PayloadSegment>& segs, uint64_t begin, uint64_t n, uint8_t* dst) {
+  for (const auto& sg : segs) {
+    if (n == 0) break;
+    if (begin >= sg.size) {
+      begin -= sg.size;
+      continue;
+    }
+    const uint64_t take = std::min<uint64_t>(n, sg.size - begin);
+    std::memcpy(dst, sg.data + begin, take);
+    dst += take, n -= take, begin = 0;
+  }
+}
+
+}  // namespace
+
+uint64_t CompressedChunk::stored_bytes() const {
+  if (codec == kChunkRaw) return raw_bytes;
+  uint64_t n = 0;
+  for (const auto& f : frames) n += f.size();
+  return n;
+}
+
+std::vector<std::vector<PayloadSegment>> cut_chunks(const std::vector<PayloadSegment>& segments,
+                                                    size_t chunk_bytes) {
+  if (chunk_bytes == 0 || chunk_bytes > kMaxChunkBytes) throw PatchError("chunk_bytes must be in 1..2^31");
+  std::vector<std::vector<PayloadSegment>> chunks;
+  uint64_t room = 0;  // bytes left in the last chunk
+  for (const auto& sg : segments) {
+    for (uint64_t at = 0; at < sg.size;) {
+      if (room == 0) {
+        chunks.emplace_back();
+        room = chunk_bytes;
+      }
+      const uint64_t take = std::min<uint64_t>(room, sg.size - at);
+      chunks.back().push_back({sg.data + at, take});
+      at += take, room -= take;
+    }
+  }
+  return chunks;
+}
+
+CompressedChunk compress_chunk(const std::vector<PayloadSegment>& chunk, int zstd_level) {
+  if (zstd_level < 0 || zstd_level > ZSTD_maxCLevel())
+    throw PatchError("zstd level " + std::to_string(zstd_level) + " out of range 0.." +
+                     std::to_string(ZSTD_maxCLevel()));
+  CompressedChunk out;
+  out.raw = chunk;
+  std::vector<size_t> cuts;  // stream starts inside the chunk
+  for (const auto& sg : chunk) {
+    cuts.push_back(static_cast<size_t>(out.raw_bytes));
+    out.raw_bytes += sg.size;
+  }
+  if (zstd_level == 0 || out.raw_bytes == 0) return out;
+  // One frame per stream piece (pieces under kMinFrameBytes merged with the next).
+  const std::vector<size_t> bounds = frame_bounds(static_cast<size_t>(out.raw_bytes), cuts);
+  uint64_t total = 0;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    const uint64_t begin = bounds[i], n = bounds[i + 1] - bounds[i];
+    // In place when the piece lies in one segment, else gathered.
+    const uint8_t* src = nullptr;
+    uint64_t seg_begin = 0;
+    for (const auto& sg : chunk) {
+      if (begin >= seg_begin && begin + n <= seg_begin + sg.size) {
+        src = sg.data + (begin - seg_begin);
+        break;
+      }
+      seg_begin += sg.size;
+    }
+    ScratchBuffer tmp;
+    if (!src) {
+      tmp.reserve(n);
+      gather(chunk, begin, n, tmp.data());
+      src = tmp.data();
+    }
+    out.frames.emplace_back();
+    compress_piece(src, static_cast<size_t>(n), zstd_level, out.frames.back());
+    total += out.frames.back().size();
+  }
+  if (total < out.raw_bytes) {
+    out.codec = kChunkZstd;
+  } else {  // did not shrink: stored raw
+    out.frames.clear();
+  }
+  return out;
+}
+
+std::vector<uint8_t> assemble_container(PatchInfo& info, std::vector<CompressedChunk>& compressed,
+                                        int zstd_level, size_t chunk_bytes, int threads) {
   if (zstd_level < 0 || zstd_level > ZSTD_maxCLevel())
     throw PatchError("zstd level " + std::to_string(zstd_level) + " out of range 0.." +
                      std::to_string(ZSTD_maxCLevel()));
   if (chunk_bytes == 0 || chunk_bytes > kMaxChunkBytes) throw PatchError("chunk_bytes must be in 1..2^31");
-  // The payload is the segments back to back; seg_start[i] = payload offset of segment i.
-  std::vector<uint64_t> seg_start;
-  std::vector<const PayloadSegment*> segs;
-  uint64_t payload_bytes = 0;
-  for (const auto& sg : segments)
-    if (sg.size) {
-      seg_start.push_back(payload_bytes);
-      segs.push_back(&sg);
-      payload_bytes += sg.size;
-    }
-  // Copies payload bytes [begin, begin + n) to dst, across segments.
-  auto gather = [&](uint64_t begin, uint64_t n, uint8_t* dst) {
-    size_t i =
-        static_cast<size_t>(std::upper_bound(seg_start.begin(), seg_start.end(), begin) - seg_start.begin()) -
-        1;
-    while (n) {
-      const uint64_t off = begin - seg_start[i];
-      const uint64_t take = std::min<uint64_t>(n, segs[i]->size - off);
-      std::memcpy(dst, segs[i]->data + off, take);
-      dst += take, begin += take, n -= take, ++i;
-    }
-  };
-  // Payload bytes [begin, begin + n) in one piece of memory: inside one segment, in place; else gathered.
-  auto contiguous = [&](uint64_t begin, uint64_t n, ScratchBuffer& tmp) -> const uint8_t* {
-    const size_t i =
-        static_cast<size_t>(std::upper_bound(seg_start.begin(), seg_start.end(), begin) - seg_start.begin()) -
-        1;
-    if (begin - seg_start[i] + n <= segs[i]->size) return segs[i]->data + (begin - seg_start[i]);
-    tmp.reserve(n);
-    gather(begin, n, tmp.data());
-    return tmp.data();
-  };
-
-  const size_t n_chunks = static_cast<size_t>((payload_bytes + chunk_bytes - 1) / chunk_bytes);
+  const size_t n_chunks = compressed.size();
   std::vector<ChunkEntry> chunks(n_chunks);
-  // Every frame of every chunk is independent: compress them all in parallel (a patch at RL density
-  // is often a single chunk), biggest first.
-  struct Piece {
-    size_t chunk;
-    uint64_t begin, size;  // begin: payload offset
-  };
-  std::vector<Piece> pieces;
-  std::vector<size_t> first_piece(n_chunks + 1, 0);
+  uint64_t payload_bytes = 0;
   for (size_t c = 0; c < n_chunks; ++c) {
-    const uint64_t c0 = c * chunk_bytes;
-    const size_t raw = static_cast<size_t>(std::min<uint64_t>(chunk_bytes, payload_bytes - c0));
-    chunks[c].raw_bytes = raw;
-    first_piece[c] = pieces.size();
-    if (zstd_level == 0) continue;
-    std::vector<size_t> cuts;  // stream starts inside this chunk, relative to it
-    for (auto it = std::upper_bound(seg_start.begin(), seg_start.end(), c0);
-         it != seg_start.end() && *it < c0 + raw; ++it)
-      cuts.push_back(static_cast<size_t>(*it - c0));
-    const std::vector<size_t> bounds = frame_bounds(raw, cuts);
-    for (size_t i = 0; i + 1 < bounds.size(); ++i)
-      pieces.push_back({c, c0 + bounds[i], bounds[i + 1] - bounds[i]});
-  }
-  first_piece[n_chunks] = pieces.size();
-  std::vector<ScratchBuffer> frames(pieces.size());
-  std::vector<size_t> order(pieces.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return pieces[a].size > pieces[b].size; });
-  parallel_for(order.size(), threads, [&](size_t o) {
-    const Piece& piece = pieces[order[o]];
-    ScratchBuffer tmp;
-    compress_piece(contiguous(piece.begin, piece.size, tmp), piece.size, zstd_level, frames[order[o]]);
-  });
-  // Chunks that do not shrink are stored raw.
-  for (size_t c = 0; c < n_chunks; ++c) {
-    ChunkEntry& e = chunks[c];
-    uint64_t total = 0;
-    for (size_t i = first_piece[c]; i < first_piece[c + 1]; ++i) total += frames[i].size();
-    e.codec = zstd_level > 0 && total < e.raw_bytes ? kChunkZstd : kChunkRaw;
-    e.stored_bytes = e.codec == kChunkZstd ? total : e.raw_bytes;
+    if (compressed[c].raw_bytes > chunk_bytes)
+      throw PatchError("a chunk holds more than chunk_bytes raw bytes");
+    chunks[c].raw_bytes = compressed[c].raw_bytes;
+    chunks[c].codec = compressed[c].codec;
+    chunks[c].stored_bytes = compressed[c].stored_bytes();
+    payload_bytes += chunks[c].raw_bytes;
   }
 
   // The header's size does not depend on the checksums: lay it out first, fill it in at the end.
   std::vector<uint8_t> out = header_bytes_of(info, zstd_level, chunk_bytes, payload_bytes, chunks);
 
   // The stored chunks after the header, each written once into place (in parallel), then checksummed.
-  uint64_t compressed = 0;
-  for (const auto& e : chunks) compressed += e.stored_bytes;
+  uint64_t stored = 0;
+  for (const auto& e : chunks) stored += e.stored_bytes;
   const size_t header_end = out.size();
-  out.resize(header_end + compressed);
+  out.resize(header_end + stored);
   std::vector<uint64_t> at(n_chunks, header_end);
   for (size_t c = 1; c < n_chunks; ++c) at[c] = at[c - 1] + chunks[c - 1].stored_bytes;
   parallel_for(n_chunks, threads, [&](size_t c) {
     uint8_t* dst = out.data() + at[c];
     if (chunks[c].codec == kChunkRaw) {
-      gather(c * chunk_bytes, chunks[c].raw_bytes, dst);
+      gather(compressed[c].raw, 0, chunks[c].raw_bytes, dst);
     } else {
-      for (size_t i = first_piece[c]; i < first_piece[c + 1]; ++i) {
-        std::memcpy(dst, frames[i].data(), frames[i].size());
-        dst += frames[i].size();
-        frames[i].release();
+      for (auto& f : compressed[c].frames) {
+        std::memcpy(dst, f.data(), f.size());
+        dst += f.size();
+        f.release();
       }
     }
     chunks[c].checksum = xxh3_64(out.data() + at[c], chunks[c].stored_bytes);
   });
   const std::vector<uint8_t> header = header_bytes_of(info, zstd_level, chunk_bytes, payload_bytes, chunks);
   std::memcpy(out.data(), header.data(), header.size());
-  const uint64_t header_bytes = header.size();
 
   info.format_version = kPatchFormatVersion;
   info.zstd_level = zstd_level;
   info.chunk_bytes = chunk_bytes;
   info.n_chunks = n_chunks;
-  info.header_bytes = header_bytes;
+  info.header_bytes = header.size();
   info.payload_raw_bytes = payload_bytes;
-  info.payload_compressed_bytes = compressed;
+  info.payload_compressed_bytes = stored;
   info.total_bytes = out.size();
   return out;
+}
+
+std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<PayloadSegment>& segments,
+                                     int zstd_level, size_t chunk_bytes, int threads) {
+  std::vector<PayloadSegment> nonempty;
+  for (const auto& sg : segments)
+    if (sg.size) nonempty.push_back(sg);
+  const auto slices = cut_chunks(nonempty, chunk_bytes);
+  std::vector<CompressedChunk> chunks(slices.size());
+  parallel_for(slices.size(), threads, [&](size_t c) { chunks[c] = compress_chunk(slices[c], zstd_level); });
+  return assemble_container(info, chunks, zstd_level, chunk_bytes, threads);
 }
 
 Container parse_container(const uint8_t* data, size_t size, bool require_complete) {
@@ -329,9 +363,10 @@ Container parse_container(const uint8_t* data, size_t size, bool require_complet
   Container c;
   PatchInfo& info = c.info;
   info.format_version = r.u32("format_version");
-  if (info.format_version != kPatchFormatVersion)
+  if (info.format_version < kOldestReadableFormatVersion || info.format_version > kPatchFormatVersion)
     throw PatchError("patch format version " + std::to_string(info.format_version) +
-                     " at byte offset 8 is not supported (this reader knows version " +
+                     " at byte offset 8 is not supported (this reader knows versions " +
+                     std::to_string(kOldestReadableFormatVersion) + " to " +
                      std::to_string(kPatchFormatVersion) + ")");
   const uint32_t flags = r.u32("flags");
   const uint64_t header_bytes = r.u64("header_bytes");

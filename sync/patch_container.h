@@ -10,7 +10,10 @@
 namespace pulse::sync {
 
 constexpr char kPatchMagic[8] = {'P', 'U', 'L', 'S', 'E', 'S', 'Y', 'N'};
-constexpr uint32_t kPatchFormatVersion = 1;
+/// The version this code writes. Version 2 (this one) lets a chunk end before chunk_bytes raw bytes (the
+/// encoder ends one at every tensor group); version 1 filled every chunk but the last. Both are read.
+constexpr uint32_t kPatchFormatVersion = 2;
+constexpr uint32_t kOldestReadableFormatVersion = 1;
 constexpr uint32_t kFlagAnchor = 1;
 
 enum ChunkCodec : uint8_t { kChunkRaw = 0, kChunkZstd = 1 };
@@ -36,15 +39,38 @@ struct PayloadSegment {
   uint64_t size;  ///< bytes
 };
 
-/// Compresses the raw payload, the segments back to back (each segment one stream: an index head or
-/// tail, a value plane), into chunks of chunk_bytes raw bytes and returns header + chunks. Each chunk
-/// holds one zstd frame per stream piece inside it (pieces under 4 KiB merged), every frame compressed in
-/// parallel straight from the segments' memory; the frame is the smaller of a normal level-`zstd_level`
-/// frame and a literal-only one (chosen by order-0 entropy for big pieces); a chunk that does not shrink
-/// is stored raw. `info` supplies everything but the chunk/size fields, which are filled in. Throws
-/// PatchError for a zstd level outside 0..22 or chunk_bytes outside 1..2^31.
+/// The container of a payload given as segments back to back (each segment one stream: an index head or
+/// tail, a value plane): cut_chunks, compress_chunk on `threads` threads, assemble_container.
 std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<PayloadSegment>& segments,
                                      int zstd_level, size_t chunk_bytes, int threads);
+
+/// One chunk of the payload, compressed (or stored) but not yet laid into the container.
+struct CompressedChunk {
+  uint64_t raw_bytes = 0;
+  uint8_t codec = kChunkRaw;
+  std::vector<ScratchBuffer> frames;  ///< kChunkZstd: the chunk's frames, back to back
+  std::vector<PayloadSegment> raw;    ///< the chunk's raw bytes (pointers into the caller's streams)
+  /// Bytes the chunk takes in the container.
+  uint64_t stored_bytes() const;
+};
+
+/// Cuts the concatenation of `segments` into chunks of chunk_bytes raw bytes (the last one shorter); a
+/// segment crossing a chunk end is split. Throws PatchError for chunk_bytes outside 1..2^31.
+std::vector<std::vector<PayloadSegment>> cut_chunks(const std::vector<PayloadSegment>& segments,
+                                                    size_t chunk_bytes);
+
+/// Compresses one chunk (its segments back to back, each segment a stream or part of one) on the calling
+/// thread: one zstd frame per stream piece (pieces under 4 KiB merged with the next), each the smaller of
+/// a normal level-`zstd_level` frame and a literal-only one (chosen by order-0 entropy for big pieces);
+/// stored raw when that is not smaller, or with level 0. The segments' memory must outlive the result.
+CompressedChunk compress_chunk(const std::vector<PayloadSegment>& chunk, int zstd_level);
+
+/// Header + the chunks in payload order (each at most chunk_bytes raw bytes): the container. `info`
+/// supplies everything but the chunk/size fields, which are filled in. Copies and checksums the chunks on
+/// `threads` threads. Throws PatchError for a zstd level outside 0..22, chunk_bytes outside 1..2^31 or
+/// a chunk over chunk_bytes.
+std::vector<uint8_t> assemble_container(PatchInfo& info, std::vector<CompressedChunk>& chunks, int zstd_level,
+                                        size_t chunk_bytes, int threads);
 
 /// Compresses `payload` (payload_bytes) into chunks (every frame in parallel) and returns header + chunks.
 /// `info` supplies everything but the chunk/size fields, which are filled in (info is updated).

@@ -22,6 +22,10 @@ namespace pulse::sync {
 
 namespace {
 
+// Tensor bytes per group (FORMAT.md, format version 2): a group's streams are compressed by the task that
+// scanned it, into chunks of their own.
+constexpr uint64_t kGroupTensorBytes = 4u << 20;
+
 // Elements the scan compares and hashes per step: 64 KiB of each side stays in L2 while it is hashed.
 constexpr size_t kScanBlockBytes = 64 << 10;
 
@@ -241,6 +245,10 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
                             const PatchOptions& options, bool anchor) {
   if (options.force_index_coding < -1 || options.force_index_coding > kIndexDense)
     throw PatchError("force_index_coding must be -1, 0, 1 or 2");
+  if (options.zstd_level < 0 || options.zstd_level > 22)
+    throw PatchError("zstd level " + std::to_string(options.zstd_level) + " out of range 0..22");
+  if (options.chunk_bytes == 0 || options.chunk_bytes > (size_t{1} << 31))
+    throw PatchError("chunk_bytes must be in 1..2^31");
   // Pair tensors by name, sorted by name (the patch's tensor order).
   std::vector<const TensorView*> targets;
   for (const auto& t : target) {
@@ -289,35 +297,62 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
   }
 
   const bool delta = !anchor && options.values == ValueMode::Delta;
-  std::vector<EncodedTensor> encoded(targets.size());
-  // Biggest tensors first so the threads finish together.
-  std::vector<size_t> order(targets.size());
+  // Tensors in payload order form groups of at least kGroupTensorBytes; one task per group scans its
+  // tensors and compresses their streams into the group's own chunks (format version 2: a chunk ends at
+  // every group) while the streams are still in cache, and the threads' memory-bound scans overlap with
+  // other threads' compute-bound compression. Biggest groups first so the threads finish together.
+  std::vector<size_t> group_start{0};
+  for (size_t i = 0, bytes = 0; i < targets.size(); ++i) {
+    bytes += targets[i]->nbytes;
+    if (bytes >= kGroupTensorBytes && i + 1 < targets.size()) {
+      group_start.push_back(i + 1);
+      bytes = 0;
+    }
+  }
+  group_start.push_back(targets.size());
+  const size_t n_groups = group_start.size() - 1;
+  std::vector<uint64_t> group_bytes(n_groups, 0);
+  for (size_t g = 0; g < n_groups; ++g)
+    for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) group_bytes[g] += targets[i]->nbytes;
+  std::vector<size_t> order(n_groups);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return targets[a]->nbytes > targets[b]->nbytes; });
+                   [&](size_t a, size_t b) { return group_bytes[a] > group_bytes[b]; });
+  std::vector<EncodedTensor> encoded(targets.size());
+  std::vector<std::vector<CompressedChunk>> group_chunks(n_groups);
   parallel_for(order.size(), options.threads, [&](size_t o) {
-    const size_t i = order[o];
-    const TensorView& t = *targets[i];
-    EncodedTensor& e = encoded[i];
-    e.info.name = t.name;
-    e.info.dtype = t.dtype;
-    e.info.shape = t.shape;
-    const TensorView empty{};
-    const TensorView& b = anchor ? empty : *bases[i];
-    switch (dtype_size(t.dtype)) {
-      case 1:
-        encode_tensor_typed<uint8_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
-        break;
-      case 2:
-        encode_tensor_typed<uint16_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
-        break;
-      case 4:
-        encode_tensor_typed<uint32_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
-        break;
-      default:
-        encode_tensor_typed<uint64_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
-        break;
+    const size_t g = order[o];
+    std::vector<PayloadSegment> segments;
+    for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
+      const TensorView& t = *targets[i];
+      EncodedTensor& e = encoded[i];
+      e.info.name = t.name;
+      e.info.dtype = t.dtype;
+      e.info.shape = t.shape;
+      const TensorView empty{};
+      const TensorView& b = anchor ? empty : *bases[i];
+      switch (dtype_size(t.dtype)) {
+        case 1:
+          encode_tensor_typed<uint8_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
+          break;
+        case 2:
+          encode_tensor_typed<uint16_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
+          break;
+        case 4:
+          encode_tensor_typed<uint32_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
+          break;
+        default:
+          encode_tensor_typed<uint64_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
+          break;
+      }
+      // The payload is the streams back to back (FORMAT.md), compressed straight from their buffers.
+      for (const ScratchBuffer* sb : {&e.head, &e.tail})
+        if (sb->size()) segments.push_back({sb->data(), sb->size()});
+      for (const auto& p : e.planes)
+        if (p.size()) segments.push_back({p.data(), p.size()});
     }
+    for (const auto& chunk : cut_chunks(segments, options.chunk_bytes))
+      group_chunks[g].push_back(compress_chunk(chunk, options.zstd_level));
   });
 
   PatchInfo info;
@@ -341,15 +376,11 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
   info.base_root_hash = anchor                    ? 0
                         : options.known_base_root ? *options.known_base_root
                                                   : root_hash(sorted_targets, base_hashes);
-  // The payload is the streams back to back (FORMAT.md), compressed straight from their buffers.
-  std::vector<PayloadSegment> segments;
-  for (auto& e : encoded) {
-    segments.push_back({e.head.data(), e.head.size()});
-    segments.push_back({e.tail.data(), e.tail.size()});
-    for (auto& p : e.planes) segments.push_back({p.data(), p.size()});
-  }
   for (auto& e : encoded) info.tensors.push_back(e.info);
-  return write_container(info, segments, options.zstd_level, options.chunk_bytes, options.threads);
+  std::vector<CompressedChunk> chunks;
+  for (auto& gc : group_chunks)
+    for (auto& c : gc) chunks.push_back(std::move(c));
+  return assemble_container(info, chunks, options.zstd_level, options.chunk_bytes, options.threads);
 }
 
 }  // namespace
