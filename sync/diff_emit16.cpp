@@ -1,5 +1,6 @@
 #include "sync/diff_emit16.h"
 
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -214,13 +215,21 @@ uint64_t diff_emit16_portable(const uint8_t* a, const uint8_t* b, uint64_t start
   return total;
 }
 
+namespace {
+std::atomic<bool> force_portable{false};
+}  // namespace
+
 bool diff_emit16_uses_avx512() {
 #ifdef PULSE_EMIT16_AVX512
   static const bool has = cpu_has_avx512_vbmi2();
-  return has;
+  return has && !force_portable.load(std::memory_order_relaxed);
 #else
   return false;
 #endif
+}
+
+void diff_emit16_force_portable(bool portable) {
+  force_portable.store(portable, std::memory_order_relaxed);
 }
 
 uint64_t diff_emit16(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,

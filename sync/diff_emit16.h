@@ -64,4 +64,8 @@ uint64_t diff_emit16_portable(const uint8_t* a, const uint8_t* b, uint64_t start
 /// Whether diff_emit16 runs the AVX-512 kernel on this CPU.
 bool diff_emit16_uses_avx512();
 
+/// Makes the whole process use the portable kernel (true) or the CPU's fastest again (false): the encoder
+/// then also hashes with libxxhash instead of inside the kernel. Tests only (CI CPUs may lack AVX-512).
+void diff_emit16_force_portable(bool portable);
+
 }  // namespace pulse::sync
