@@ -16,6 +16,7 @@
 #include "sync/parallel.h"
 #include "sync/scratch_buffer.h"
 #include "sync/value_coding.h"
+#include "sync/zstd_context.h"
 
 namespace pulse::sync {
 
@@ -84,20 +85,14 @@ double entropy_bits_per_byte(const uint8_t* p, size_t n) {
 // Streams shorter than this share a frame with the next one (a frame costs ~6-12 bytes).
 constexpr size_t kMinFrameBytes = 4096;
 
-/// The zstd context of this thread (created on first use, reused by every piece the thread compresses).
-ZSTD_CCtx* thread_cctx() {
-  thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
-  if (!cctx) throw std::bad_alloc();
-  return cctx.get();
-}
-
 /// Compresses one stream piece as one zstd frame into `out` (size set): the smaller of a normal frame at
 /// `level` and a literal-only frame. Big pieces are compressed once, chosen by the order-0 entropy:
 /// Huffman cannot code a byte below one bit, so near-constant streams (high value planes, varint tails)
 /// need zstd's matches; the rest is coded best without them, and near-uniform bytes are not worth
 /// coding at all. Small pieces: both, keep the smaller.
 void compress_piece(const uint8_t* p, size_t n, int level, ScratchBuffer& out) {
-  ZSTD_CCtx* cctx = thread_cctx();
+  const PooledCCtx pooled;
+  ZSTD_CCtx* cctx = pooled.get();
   const double bits = n >= kTryBothBytes ? entropy_bits_per_byte(p, n) : -1;
   ScratchBuffer other;
   size_t na = SIZE_MAX, nb = 0;

@@ -7,6 +7,7 @@
 #include "sync/hash.h"
 #include "sync/parallel.h"
 #include "sync/patch_container.h"
+#include "sync/zstd_context.h"
 
 namespace pulse::sync {
 
@@ -38,7 +39,8 @@ ScratchBuffer read_payload(const Container& c, const uint8_t* data, size_t size,
       std::memcpy(dst, src, e.raw_bytes);
       return;
     }
-    const size_t n = ZSTD_decompress(dst, e.raw_bytes, src, e.stored_bytes);
+    const PooledDCtx dctx;
+    const size_t n = ZSTD_decompressDCtx(dctx.get(), dst, e.raw_bytes, src, e.stored_bytes);
     if (ZSTD_isError(n) || n != e.raw_bytes)
       throw PatchError("patch chunk " + std::to_string(i) + " at byte offset " +
                        std::to_string(e.file_offset) + ": zstd frame does not decode to " +

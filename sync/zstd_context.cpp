@@ -1,0 +1,69 @@
+#include "sync/zstd_context.h"
+
+#include <zstd.h>
+
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace pulse::sync {
+
+namespace {
+
+// At most this many idle contexts of each kind are kept (one per thread of a busy machine).
+constexpr size_t kMaxIdle = 64;
+
+template <typename Ctx>
+struct Pool {
+  std::mutex mutex;
+  std::vector<Ctx*> idle;
+};
+
+template <typename Ctx>
+Pool<Ctx>& pool() {
+  static auto* p = new Pool<Ctx>;  // never destroyed: contexts may come back during static destruction
+  return *p;
+}
+
+template <typename Ctx, typename Create>
+Ctx* take(Create create) {
+  {
+    Pool<Ctx>& p = pool<Ctx>();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    if (!p.idle.empty()) {
+      Ctx* c = p.idle.back();
+      p.idle.pop_back();
+      return c;
+    }
+  }
+  Ctx* c = create();
+  if (!c) throw std::bad_alloc();
+  return c;
+}
+
+template <typename Ctx, typename Free>
+void give(Ctx* c, Free free_ctx) {
+  Pool<Ctx>& p = pool<Ctx>();
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    if (p.idle.size() < kMaxIdle) {
+      p.idle.push_back(c);
+      return;
+    }
+  }
+  free_ctx(c);
+}
+
+}  // namespace
+
+PooledCCtx::PooledCCtx() : ctx_(take<ZSTD_CCtx>(ZSTD_createCCtx)) {}
+PooledCCtx::~PooledCCtx() {
+  give(ctx_, ZSTD_freeCCtx);
+}
+
+PooledDCtx::PooledDCtx() : ctx_(take<ZSTD_DCtx>(ZSTD_createDCtx)) {}
+PooledDCtx::~PooledDCtx() {
+  give(ctx_, ZSTD_freeDCtx);
+}
+
+}  // namespace pulse::sync
