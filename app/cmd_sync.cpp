@@ -132,7 +132,7 @@ void cmd_inspect(const SyncCliOptions& o) {
   s << "  target version " << info.target_version << " root " << sync::hash_hex(info.target_root_hash) << "\n"
     << "  bytes          " << info.total_bytes << " (header " << info.header_bytes << ", payload "
     << info.payload_compressed_bytes << " from " << info.payload_raw_bytes << " raw in " << info.n_chunks
-    << " chunks of " << info.chunk_bytes << ", zstd level " << info.zstd_level << ")\n";
+    << " chunks of at most " << info.chunk_bytes << ", zstd level " << info.zstd_level << ")\n";
   if (patch.size() != info.total_bytes)
     s << "  WARNING: file holds " << patch.size() << " bytes, header promises " << info.total_bytes << "\n";
   s << "  " << std::left << std::setw(48) << "tensor" << std::setw(6) << "dtype" << std::right
