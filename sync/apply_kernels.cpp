@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "sync/index_coding.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define PULSE_APPLY_X86 1
@@ -428,16 +430,7 @@ void apply_varint_u16_impl(uint8_t* w, uint64_t n, const uint8_t* streams, uint6
     // A gap of 16384 or more in this batch: full LEB128 decoding (the stream was validated).
     for (size_t i = 0; i < count; ++i) {
       const uint8_t h = head[j + i];
-      uint64_t gap = h & 127;
-      if (h & 128) {
-        int shift = 7;
-        uint8_t c;
-        do {
-          c = *tail++;
-          gap |= static_cast<uint64_t>(c & 127) << shift;
-          shift += 7;
-        } while (c & 128);
-      }
+      const uint64_t gap = h & 128 ? read_gap_tail(tail, h & 127, 7) : h & 127;
       gap64[i] = gap + 1;
     }
     p = write_batch_checked<kDelta>(w, p, gap64, val, count, undo + 2 * j, blocks);

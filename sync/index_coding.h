@@ -51,6 +51,18 @@ class GapEncoder {
   uint64_t next_ = 0;
 };
 
+/// ORs the LEB128 tail bytes at `tail` (advanced past them) into `gap` from bit `shift` on (7 for a
+/// head's first tail byte). No checks: for streams validate_index_stream accepted.
+inline uint64_t read_gap_tail(const uint8_t*& tail, uint64_t gap, int shift) {
+  uint8_t c;
+  do {
+    c = *tail++;
+    gap |= static_cast<uint64_t>(c & 127) << shift;
+    shift += 7;
+  } while (c & 128);
+  return gap;
+}
+
 /// Iterates the positions of an index stream that validate_index_stream accepted (no checks here).
 class PositionIter {
  public:
@@ -67,17 +79,7 @@ class PositionIter {
     if (coding_ == kIndexVarintGaps) {
       const uint8_t h = index_[emitted_ - 1];
       uint64_t gap = h & 127;
-      if (h & 128) {
-        uint64_t rest = 0;
-        int shift = 0;
-        uint8_t b;
-        do {
-          b = *tail_++;
-          rest |= static_cast<uint64_t>(b & 127) << shift;
-          shift += 7;
-        } while (b & 128);
-        gap |= rest << 7;
-      }
+      if (h & 128) gap = read_gap_tail(tail_, gap, 7);
       const uint64_t pos = next_ + gap;
       next_ = pos + 1;
       return pos;

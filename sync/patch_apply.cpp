@@ -80,15 +80,7 @@ uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint
       const uint64_t more = h >> 7;
       uint64_t gap = (h & 127) | ((static_cast<uint64_t>(b & 127) << 7) & (0 - more));
       tail += more;
-      if (more & (b >> 7)) {  // a third LEB128 byte or more
-        int shift = 14;
-        uint8_t c;
-        do {
-          c = *tail++;
-          gap |= static_cast<uint64_t>(c & 127) << shift;
-          shift += 7;
-        } while (c & 128);
-      }
+      if (more & (b >> 7)) gap = read_gap_tail(tail, gap, 14);  // a third LEB128 byte or more
       const uint64_t pos = next + gap;
       next = pos + 1;
       return pos;
