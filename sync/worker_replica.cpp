@@ -47,10 +47,13 @@ bool WorkerReplica::try_apply(const std::vector<uint8_t>& blob, SyncStats& stats
                          "' is at version " + std::to_string(version_));
       }
       // The root was recomputed from these bytes after the last apply and only apply_patch writes them,
-      // so it can be trusted: the base is not hashed again (every target hash is still verified).
+      // so it can be trusted: the base is not hashed again (every target hash is still verified). Not
+      // for an anchor: it is the fallback when patches keep failing, possibly because the weights went
+      // bad, and under a trusted root an anchor at the replica's version would be a no-op without
+      // looking, never repairing them.
       auto mv = weights_.mutable_views();
       ApplyOptions options;
-      options.trusted_root = root_hash_;
+      if (!info.anchor) options.trusted_root = root_hash_;
       apply_patch(mv, blob.data(), blob.size(), options);
     }
     version_ = info.target_version;
