@@ -386,6 +386,9 @@ Container parse_container(const uint8_t* data, size_t size, bool require_complet
   h.u8("reserved");
   info.zstd_level = static_cast<int>(h.u32("zstd_level"));
   info.chunk_bytes = h.u64("chunk_bytes");
+  if (info.chunk_bytes == 0 || info.chunk_bytes > kMaxChunkBytes)
+    throw PatchError("patch header: chunk_bytes " + std::to_string(info.chunk_bytes) +
+                     " at byte offset 32 is outside 1..2^31");
   info.model_id = h.str("model_id", kMaxNameBytes);
   info.base_version = h.u64("base_version");
   info.base_root_hash = h.u64("base_root_hash");
@@ -461,7 +464,7 @@ Container parse_container(const uint8_t* data, size_t size, bool require_complet
     e.raw_bytes = h.u64("chunk raw_bytes");
     e.stored_bytes = h.u64("chunk stored_bytes");
     e.checksum = h.u64("chunk checksum");
-    if (e.codec > kChunkZstd || e.raw_bytes == 0 || e.raw_bytes > kMaxChunkBytes ||
+    if (e.codec > kChunkZstd || e.raw_bytes == 0 || e.raw_bytes > info.chunk_bytes ||
         (e.codec == kChunkRaw && e.stored_bytes != e.raw_bytes) || e.stored_bytes > kMaxChunkBytes)
       throw PatchError("patch header: chunk " + std::to_string(i) + " entry is invalid");
     e.file_offset = file_offset;
