@@ -219,17 +219,16 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
   const uint64_t root = trusted ? *options.trusted_root : root_hash(views, current);
   // The header's target root must be the root of its own tensor table (FORMAT.md, Hashes; the header
   // checksum is no signature): a caller that derives its root from the table after apply (WorkerReplica)
-  // must not be told another one. Checked before a no-op answer and, with the tensor hashes, after apply.
+  // must not be told another one. Checked before the weights are touched (and before a no-op answer).
   std::vector<uint64_t> table_hashes(weights.size(), 0);
   for (size_t k = 0; k < info.tensors.size(); ++k) table_hashes[target_of[k]] = info.tensors[k].target_hash;
-  const bool table_root_ok = root_hash(views, table_hashes) == info.target_root_hash;
-  const std::string table_root_error = "patch header: target root " + hash_hex(info.target_root_hash) +
-                                       " is not the root hash of its tensor table (" + versions(info) + ")";
+  if (root_hash(views, table_hashes) != info.target_root_hash)
+    throw PatchError("patch header: target root " + hash_hex(info.target_root_hash) +
+                     " is not the root hash of its tensor table (" + versions(info) + ")");
   if (root == info.target_root_hash) {
     bool all = true;
     for (size_t k = 0; k < info.tensors.size() && !trusted; ++k)
       all = all && current[target_of[k]] == info.tensors[k].target_hash;
-    if (all && !table_root_ok) throw PatchError(table_root_error);
     if (all) return false;
   }
   if (!info.anchor && root != info.base_root_hash)
@@ -286,7 +285,6 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
         failure = "patch tensor '" + info.tensors[k].name + "': hash after apply " + hash_hex(after[k]) +
                   " differs from the target hash " + hash_hex(info.tensors[k].target_hash) + " (" +
                   versions(info) + "); weights rolled back";
-    if (failure.empty() && !table_root_ok) failure = table_root_error + "; weights rolled back";
   } catch (const std::exception& e) {
     failure =
         std::string("patch apply failed (") + versions(info) + "): " + e.what() + "; weights rolled back";

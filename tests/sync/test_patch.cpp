@@ -259,6 +259,14 @@ TEST_CASE("a target hash mismatch after apply rolls every tensor back", "[sync][
     const ScratchBuffer buffer = read_payload(c, patch.data(), patch.size(), 1);
     const std::vector<uint8_t> payload(buffer.data(), buffer.data() + buffer.size());
     c.info.tensors[1].target_hash ^= 1;
+    // The target root follows the table (apply checks that before touching the weights).
+    std::vector<TensorView> tv;
+    std::vector<uint64_t> hashes;
+    for (const auto& t : c.info.tensors) {
+      tv.push_back({t.name, t.dtype, t.shape, nullptr, 0});
+      hashes.push_back(t.target_hash);
+    }
+    c.info.target_root_hash = root_hash(tv, hashes);
     const auto forged = write_container(c.info, payload, 1, 1 << 20, 1);
     Model w = base;
     const Model before = w;
