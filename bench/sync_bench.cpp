@@ -348,6 +348,7 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
     r.elements += t.nbytes / sync::dtype_size(t.dtype);
     bytes += t.nbytes;
   }
+  if (bytes == 0) throw std::runtime_error("sync bench: the " + workload + " workload holds no tensor bytes");
   log << "[" << workload << "] " << r.elements << " elements, " << target.size() << " tensors\n"
       << std::flush;
   const double bound_bits = entropy_bound_bits(base, target, r.changed);
@@ -454,6 +455,11 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
 
 std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std::ostream& log) {
   if (options.elements == 0) throw std::invalid_argument("sync bench: --elements must be >= 1");
+  if (!(options.lr > 0) || !std::isfinite(options.lr))
+    throw std::invalid_argument("sync bench: --lr must be a positive finite number, got " +
+                                std::to_string(options.lr));
+  // Checkpoints are opened (and their headers validated) before minutes of synthetic work.
+  for (const auto& path : options.checkpoints) sync::Checkpoint::open(path);
   // Base + target alone hold 4 bytes per element. Refuse what cannot fit in memory (e.g. "-5", which an
   // unsigned parse wraps to ~2^64) before the shape loop and the allocations run for hours.
   const uint64_t memory_bytes =
@@ -556,8 +562,12 @@ std::string sync_bench_table(const std::vector<SyncBenchResult>& results) {
           << "\n";
         return;
       }
-      s << std::setw(12) << std::setprecision(3) << bytes / k << std::setw(11) << std::setprecision(3)
-        << bytes / k / std::max(1e-12, r.entropy_bound_bytes_per_change) << "x\n";
+      s << std::setw(12) << std::setprecision(3) << bytes / k;
+      if (r.changed == 0 || r.entropy_bound_bytes_per_change <= 0)  // nothing changed: no bound to compare
+        s << std::setw(12) << "n/a"
+          << "\n";
+      else
+        s << std::setw(11) << std::setprecision(3) << bytes / k / r.entropy_bound_bytes_per_change << "x\n";
     };
     row("entropy bound", r.entropy_bound_bytes_per_change * k);
     row("pulse delta", static_cast<double>(r.patch_bytes_delta));
