@@ -447,7 +447,8 @@ Container parse_container(const uint8_t* data, size_t size, bool require_complet
       throw bad("value stream size does not match its count");
     if (t.raw_offset != expect_offset)
       throw bad("stream offset " + std::to_string(t.raw_offset) + " is not " + std::to_string(expect_offset));
-    expect_offset += t.index_bytes + t.value_bytes;
+    if (__builtin_add_overflow(expect_offset, t.index_bytes + t.value_bytes, &expect_offset))
+      throw bad("payload size overflows 64 bits");
     info.tensors.push_back(std::move(t));
   }
   info.payload_raw_bytes = h.u64("payload_raw_bytes");

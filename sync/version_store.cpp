@@ -1,5 +1,7 @@
 #include "sync/version_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -37,6 +39,19 @@ OwnedTensors OwnedTensors::copy_of(const std::vector<TensorView>& tensors) {
 }
 
 OwnedTensors OwnedTensors::zeros_like(const PatchInfo& info) {
+  // A header can describe any sizes (its checksum is no signature): refuse what cannot fit in memory
+  // before allocating, instead of a std::bad_alloc or the OOM killer.
+  const uint64_t memory_bytes =
+      static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+  uint64_t total = 0;
+  for (const auto& t : info.tensors) {
+    const uint64_t bytes =
+        static_cast<uint64_t>(numel(t.shape)) * dtype_size(t.dtype);  // parse_container bounds it
+    if (__builtin_add_overflow(total, bytes, &total) || total > memory_bytes)
+      throw PatchError("patch (target version " + std::to_string(info.target_version) +
+                       ") describes more tensor bytes than this machine's " + std::to_string(memory_bytes) +
+                       " bytes of memory");
+  }
   OwnedTensors out;
   for (const auto& t : info.tensors) {
     const size_t bytes = static_cast<size_t>(numel(t.shape)) * dtype_size(t.dtype);

@@ -1,0 +1,39 @@
+// Regression: a forged anchor header describing enormous tensors made an empty replica's
+// OwnedTensors::zeros_like throw std::bad_alloc out of sync_to (or wake the OOM killer); it must be a
+// PatchError, raised before anything is allocated.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+
+#include "sync/patch.h"
+#include "sync/version_store.h"
+
+using namespace pulse::sync;
+
+TEST_CASE("zeros_like refuses tensor sets larger than the machine's memory", "[sync][regress]") {
+  PatchInfo info;
+  info.anchor = true;
+  info.target_version = 12;
+  PatchTensorInfo t;
+  t.name = "model.embed_tokens.weight";
+  t.dtype = DType::BF16;
+  t.shape = {int64_t{1} << 30, int64_t{1} << 20};  // 2^50 elements: 2 PiB
+  info.tensors.push_back(t);
+  CHECK_THROWS_AS(OwnedTensors::zeros_like(info), PatchError);
+  CHECK_THROWS_WITH(OwnedTensors::zeros_like(info),
+                    Catch::Contains("target version 12") && Catch::Contains("memory"));
+  // Many tensors whose sum overflows 64 bits are refused too.
+  info.tensors.clear();
+  for (int i = 0; i < 20; ++i) {
+    t.name = "t" + std::to_string(10 + i);
+    t.shape = {int64_t{1} << 30, int64_t{1} << 29};
+    info.tensors.push_back(t);
+  }
+  CHECK_THROWS_AS(OwnedTensors::zeros_like(info), PatchError);
+  // A real size still works.
+  info.tensors.resize(1);
+  info.tensors[0].shape = {3, 5};
+  const OwnedTensors small = OwnedTensors::zeros_like(info);
+  REQUIRE(small.views().size() == 1);
+  CHECK(small.views()[0].nbytes == 30);
+}
