@@ -56,14 +56,28 @@ void give(Ctx* c, Free free_ctx) {
 
 }  // namespace
 
-PooledCCtx::PooledCCtx() : ctx_(take<ZSTD_CCtx>(ZSTD_createCCtx)) {}
-PooledCCtx::~PooledCCtx() {
-  give(ctx_, ZSTD_freeCCtx);
+template <typename Ctx>
+struct Traits;
+template <>
+struct Traits<ZSTD_CCtx> {
+  static ZSTD_CCtx* create() { return ZSTD_createCCtx(); }
+  static void destroy(ZSTD_CCtx* c) { ZSTD_freeCCtx(c); }
+};
+template <>
+struct Traits<ZSTD_DCtx> {
+  static ZSTD_DCtx* create() { return ZSTD_createDCtx(); }
+  static void destroy(ZSTD_DCtx* c) { ZSTD_freeDCtx(c); }
+};
+
+template <typename Ctx>
+PooledZstdContext<Ctx>::PooledZstdContext() : ctx_(take<Ctx>(Traits<Ctx>::create)) {}
+
+template <typename Ctx>
+PooledZstdContext<Ctx>::~PooledZstdContext() {
+  give(ctx_, Traits<Ctx>::destroy);
 }
 
-PooledDCtx::PooledDCtx() : ctx_(take<ZSTD_DCtx>(ZSTD_createDCtx)) {}
-PooledDCtx::~PooledDCtx() {
-  give(ctx_, ZSTD_freeDCtx);
-}
+template class PooledZstdContext<ZSTD_CCtx>;
+template class PooledZstdContext<ZSTD_DCtx>;
 
 }  // namespace pulse::sync

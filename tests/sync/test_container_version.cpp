@@ -9,50 +9,23 @@
 #include "sync/hash.h"
 #include "sync/patch.h"
 #include "sync/patch_container.h"
+#include "tests/sync/patch_test_util.h"
 
 using namespace pulse::sync;
 
 namespace {
 
-struct Tensors {
-  std::vector<std::string> names;
-  std::vector<std::vector<uint16_t>> base, target;
-  std::vector<TensorView> base_views() const { return views(base); }
-  std::vector<TensorView> target_views() const { return views(target); }
-  std::vector<TensorView> views(const std::vector<std::vector<uint16_t>>& d) const {
-    std::vector<TensorView> v;
-    for (size_t i = 0; i < d.size(); ++i)
-      v.push_back({names[i],
-                   DType::BF16,
-                   {static_cast<int64_t>(d[i].size())},
-                   reinterpret_cast<const uint8_t*>(d[i].data()),
-                   d[i].size() * 2});
-    return v;
-  }
-};
-
 /// `count` BF16 tensors of `elements` each, ~5% of the elements one ULP apart.
-Tensors make(size_t count, size_t elements) {
-  Tensors t;
-  std::mt19937 rng(3);
-  for (size_t i = 0; i < count; ++i) {
-    t.names.push_back("layer." + std::to_string(i));
-    t.base.emplace_back(elements);
-    for (auto& x : t.base.back()) x = static_cast<uint16_t>(0x3c00 + rng() % 512);
-    t.target.push_back(t.base.back());
-    for (auto& x : t.target.back())
-      if (rng() % 20 == 0) ++x;
-  }
-  return t;
+test::Bf16Model make(size_t count, size_t elements) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < count; ++i) names.push_back("layer." + std::to_string(i));
+  return test::Bf16Model(names, std::vector<size_t>(count, elements), 3, 20);
 }
 
 /// Rewrites the format version at byte 8 and re-seals the header checksum.
 void set_version(std::vector<uint8_t>& patch, uint32_t version) {
   for (int i = 0; i < 4; ++i) patch[8 + i] = static_cast<uint8_t>(version >> (8 * i));
-  uint64_t header_bytes = 0;
-  for (int i = 0; i < 8; ++i) header_bytes |= static_cast<uint64_t>(patch[16 + i]) << (8 * i);
-  const uint64_t sum = xxh3_64(patch.data(), header_bytes - 8);
-  for (int i = 0; i < 8; ++i) patch[header_bytes - 8 + i] = static_cast<uint8_t>(sum >> (8 * i));
+  test::reseal_header(patch);
 }
 
 }  // namespace
@@ -60,10 +33,10 @@ void set_version(std::vector<uint8_t>& patch, uint32_t version) {
 TEST_CASE("version 2 ends a chunk at every tensor group; each chunk fits chunk_bytes", "[sync][patch]") {
   // 3 tensors of 4 MiB each: three groups, so at least three chunks although the payload is far below
   // the 4 MiB chunk size.
-  const Tensors t = make(3, 2u << 20);
+  const test::Bf16Model t = make(3, 2u << 20);
   PatchOptions opt;
   opt.values = ValueMode::Delta;
-  const std::vector<uint8_t> patch = encode_patch(t.base_views(), t.target_views(), opt);
+  const std::vector<uint8_t> patch = encode_patch(t.views(t.base), t.views(t.target), opt);
   const Container c = parse_container(patch.data(), patch.size(), true);
   CHECK(c.info.format_version == kPatchFormatVersion);
   CHECK(kPatchFormatVersion == 2);
@@ -72,21 +45,15 @@ TEST_CASE("version 2 ends a chunk at every tensor group; each chunk fits chunk_b
   CHECK(c.info.payload_raw_bytes < c.info.chunk_bytes);
   // And it applies.
   std::vector<std::vector<uint16_t>> w = t.base;
-  std::vector<MutableTensorView> views;
-  for (size_t i = 0; i < w.size(); ++i)
-    views.push_back({t.names[i],
-                     DType::BF16,
-                     {static_cast<int64_t>(w[i].size())},
-                     reinterpret_cast<uint8_t*>(w[i].data()),
-                     w[i].size() * 2});
+  std::vector<MutableTensorView> views = t.mutable_views(w);
   REQUIRE(apply_patch(views, patch.data(), patch.size(), 1));
   CHECK(w == t.target);
 }
 
 TEST_CASE("version 1 patches are read; versions 0 and 3 are refused naming the version", "[sync][patch]") {
   // One small tensor: a single chunk, which is a valid version 1 layout too.
-  const Tensors t = make(1, 5000);
-  std::vector<uint8_t> patch = encode_patch(t.base_views(), t.target_views(), PatchOptions{});
+  const test::Bf16Model t = make(1, 5000);
+  std::vector<uint8_t> patch = encode_patch(t.views(t.base), t.views(t.target), PatchOptions{});
   set_version(patch, 1);
   CHECK(inspect_patch(patch.data(), patch.size()).format_version == 1);
   std::vector<std::vector<uint16_t>> w = t.base;

@@ -11,26 +11,16 @@
 #include "sync/hash.h"
 #include "sync/patch.h"
 #include "sync/patch_container.h"
+#include "tests/sync/patch_test_util.h"
 
 using namespace pulse::sync;
 
 namespace {
 
-uint64_t get_u64(const std::vector<uint8_t>& p, size_t at) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[at + i]) << (8 * i);
-  return v;
-}
-
-void put_u64(std::vector<uint8_t>& p, size_t at, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[at + i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
 /// The patch with its header's chunk_bytes (offset 32) replaced and the header checksum re-sealed.
 std::vector<uint8_t> with_chunk_bytes(std::vector<uint8_t> patch, uint64_t chunk_bytes) {
-  put_u64(patch, 32, chunk_bytes);
-  const uint64_t header_bytes = get_u64(patch, 16);
-  put_u64(patch, header_bytes - 8, xxh3_64(patch.data(), header_bytes - 8));
+  test::put_u64(patch, 32, chunk_bytes);
+  test::reseal_header(patch);
   return patch;
 }
 
