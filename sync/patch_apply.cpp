@@ -131,6 +131,13 @@ void rollback_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint8
   undo.applied = false;
 }
 
+/// "[4096, 11008]".
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
 std::string versions(const PatchInfo& info) {
   return (info.anchor ? std::string("anchor")
                       : "base version " + std::to_string(info.base_version) + " (root " +
@@ -178,7 +185,9 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
     if (w.dtype != t.dtype)
       throw PatchError("tensor '" + t.name + "': patch dtype " + std::string(dtype_name(t.dtype)) +
                        ", weights " + std::string(dtype_name(w.dtype)));
-    if (w.shape != t.shape) throw PatchError("tensor '" + t.name + "': patch and weights shapes differ");
+    if (w.shape != t.shape)
+      throw PatchError("tensor '" + t.name + "': patch shape " + shape_string(t.shape) + ", weights shape " +
+                       shape_string(w.shape));
     target_of[k] = it->second;
   }
   if (weights.size() != info.tensors.size())

@@ -349,9 +349,10 @@ std::vector<uint8_t> write_container(PatchInfo& info, const std::vector<PayloadS
 }
 
 Container parse_container(const uint8_t* data, size_t size, bool require_complete) {
+  if (size == 0) throw PatchError("patch is empty (0 bytes)");
   if (size < 24 || std::memcmp(data, kPatchMagic, 8) != 0) {
-    if (size < 8 || std::memcmp(data, kPatchMagic, 8) != 0)
-      throw PatchError("not a PULSESync patch: bad magic at byte offset 0");
+    const bool magic_prefix = std::memcmp(data, kPatchMagic, std::min<size_t>(size, 8)) == 0;
+    if (!magic_prefix) throw PatchError("not a PULSESync patch: bad magic at byte offset 0");
     throw PatchError("patch truncated: " + std::to_string(size) + " bytes, header needs at least 24");
   }
   ByteReader r(data, size, 8);

@@ -100,7 +100,26 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes + 8, bytes + data_start);
+    // nlohmann keeps the last of duplicate keys silently; a header naming a tensor (or a field) twice is
+    // ambiguous, so it is refused. keys[d] holds the keys seen in the object open at depth d.
+    std::vector<std::set<std::string>> keys;
+    std::string duplicate;
+    auto check_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      const size_t d = static_cast<size_t>(depth);
+      if (event == nlohmann::json::parse_event_t::object_start) {
+        if (keys.size() <= d + 1) keys.resize(d + 2);
+        keys[d + 1].clear();
+      } else if (event == nlohmann::json::parse_event_t::key && parsed.is_string()) {
+        if (keys.size() <= d) keys.resize(d + 1);
+        if (!keys[d].insert(parsed.get<std::string>()).second && duplicate.empty())
+          duplicate = parsed.get<std::string>();
+      }
+      return true;
+    };
+    header = nlohmann::json::parse(bytes + 8, bytes + data_start, check_keys);
+    if (!duplicate.empty())
+      throw file_error(path, "JSON header (bytes 8.." + std::to_string(data_start) + ") has the key '" +
+                                 duplicate + "' twice");
   } catch (const nlohmann::json::exception& e) {
     throw file_error(
         path, std::string("bad JSON header (bytes 8..") + std::to_string(data_start) + "): " + e.what());

@@ -145,6 +145,22 @@ TEST_CASE("safetensors malformed headers are refused naming the file", "[sync][s
   require_refused(
       write_raw("neg.safetensors", R"({"a":{"dtype":"U8","shape":[-6],"data_offsets":[0,6]}})", six),
       "shape");
+  // A tensor or a field named twice (JSON keeps the last one silently): refused, naming the key.
+  require_refused(write_raw("dup.safetensors",
+                            R"({"a":{"dtype":"U8","shape":[6],"data_offsets":[0,6]},)"
+                            R"("a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})",
+                            six),
+                  "key 'a' twice");
+  require_refused(write_raw("dupfield.safetensors",
+                            R"({"a":{"dtype":"U8","shape":[6],"dtype":"I8","data_offsets":[0,6]}})", six),
+                  "key 'dtype' twice");
+  {  // The same field name in two tensors is fine.
+    const std::string path = write_raw("two.safetensors",
+                                       R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},)"
+                                       R"("b":{"dtype":"U8","shape":[3],"data_offsets":[3,6]}})",
+                                       six);
+    CHECK(SafetensorsFile::open(path).tensors().size() == 2);
+  }
   {
     const std::string path = temp_dir() + "/short.safetensors";
     write_file_atomic(path, "abc", 3);

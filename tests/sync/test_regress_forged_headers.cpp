@@ -1,4 +1,4 @@
-// Regression: a forged anchor header describing enormous tensors made an empty replica's
+// Regressions on forged or cut patch headers. A forged anchor header describing enormous tensors made an empty replica's
 // OwnedTensors::zeros_like throw std::bad_alloc out of sync_to (or wake the OOM killer); it must be a
 // PatchError, raised before anything is allocated.
 #include <catch2/catch.hpp>
@@ -36,4 +36,12 @@ TEST_CASE("zeros_like refuses tensor sets larger than the machine's memory", "[s
   const OwnedTensors small = OwnedTensors::zeros_like(info);
   REQUIRE(small.views().size() == 1);
   CHECK(small.views()[0].nbytes == 30);
+}
+
+TEST_CASE("an empty or cut-short patch says so, not 'bad magic'", "[sync][regress]") {
+  CHECK_THROWS_WITH(inspect_patch(nullptr, 0), Catch::Contains("empty (0 bytes)"));
+  const uint8_t prefix[5] = {'P', 'U', 'L', 'S', 'E'};
+  CHECK_THROWS_WITH(inspect_patch(prefix, 5), Catch::Contains("truncated: 5 bytes"));
+  const uint8_t other[5] = {'P', 'K', 3, 4, 0};
+  CHECK_THROWS_WITH(inspect_patch(other, 5), Catch::Contains("bad magic"));
 }
