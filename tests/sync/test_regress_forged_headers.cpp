@@ -1,6 +1,7 @@
-// Regressions on forged or cut patch headers. A forged anchor header describing enormous tensors made an empty replica's
-// OwnedTensors::zeros_like throw std::bad_alloc out of sync_to (or wake the OOM killer); it must be a
-// PatchError, raised before anything is allocated.
+// Regressions on forged or cut patch headers. A forged anchor header describing enormous tensors made
+// an empty replica's OwnedTensors::zeros_like throw std::bad_alloc out of sync_to (or wake the OOM
+// killer); it must be a PatchError, raised before anything is allocated. An empty patch was reported as
+// "bad magic".
 #include <catch2/catch.hpp>
 
 #include <cstdint>
