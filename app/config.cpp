@@ -46,6 +46,16 @@ std::string fmt_double(double x) {
       break;
     }
   }
+  // %g writes 60 as "6e+01"; from 1 up, plain decimals read better (a learning rate keeps "3e-06").
+  if (s.find_first_of("eE") != std::string::npos && std::fabs(x) >= 1 && std::fabs(x) < 1e15) {
+    for (int prec = 0; prec <= 17; ++prec) {
+      std::snprintf(buf, sizeof buf, "%.*f", prec, x);
+      if (std::strtod(buf, nullptr) == x) {
+        s = buf;
+        break;
+      }
+    }
+  }
   if (s.find_first_of(".eEni") == std::string::npos) s += ".0";
   return s;
 }

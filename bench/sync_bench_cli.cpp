@@ -8,7 +8,13 @@ namespace pulse::bench {
 
 void add_sync_bench_options(CLI::App& cmd, SyncBenchCli& cli) {
   SyncBenchOptions& o = cli.options;
+  // The text is checked before it is read: an unsigned parse would wrap "-5" to 2^64 - 5.
   cmd.add_option("--elements", o.elements, "BF16 elements of the synthetic workload")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            return text.find('-') == std::string::npos ? "" : "must be a positive integer";
+          },
+          "POSITIVE"))
       ->check(CLI::Range(uint64_t{1}, ~uint64_t{0}))
       ->capture_default_str();
   cmd.add_option("--seed", o.seed, "synthetic workload seed")->capture_default_str();
