@@ -24,6 +24,11 @@ TEST_CASE("printed defaults parse back to the same config", "[app][config]") {
   std::string text = pulse::app::to_toml(defaults);
   Config back = parse_config(text, "defaults.toml");
   CHECK(pulse::app::to_toml(back) == text);
+  // Numbers from 1 up print as plain decimals ("60.0"), never as "6e+01".
+  CHECK(text.find("e+") == std::string::npos);
+  Config custom;
+  custom.optimizer.lr = 120.0;
+  CHECK(pulse::app::to_toml(custom).find("lr = 120.0 ") != std::string::npos);
   CHECK(back.rl.group_size == defaults.rl.group_size);
   CHECK(back.optimizer.lr == defaults.optimizer.lr);
   // Every key appears in the printed text.
