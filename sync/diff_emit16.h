@@ -4,11 +4,11 @@
 //
 // Why a dedicated kernel: at RL densities (1-10% of elements change) the per-change work dominates the
 // encoder once memory is streamed; a scalar loop over the set bits of a difference mask mispredicts its
-// exit about once per mask word. The AVX-512 kernel (BW + VBMI + VBMI2, checked at run time) handles
-// 64 elements per step without data-dependent branches: vpcompress packs the changed lanes' value bytes and
-// in-group gaps; only the first change of a group needs its gap from the previous group; XXH3 of both
-// sides is accumulated from the same registers. The portable
-// kernel gives the same bytes on every CPU.
+// exit about once per mask word. The AVX-512 kernel (BW + VBMI + VBMI2, checked at run time) handles 64
+// elements per step without data-dependent branches: vpcompressb packs the changed lanes' value bytes
+// and in-group gaps; only the first change of a group needs its gap from the previous group; XXH3 of
+// both sides is accumulated from the same registers. The portable kernel gives the same bytes on every
+// CPU.
 #pragma once
 #include <cstddef>
 #include <cstdint>
