@@ -36,12 +36,7 @@ int eval_job(const JobOptions& opt) {
   policy->eval();
   model::PromptTemplate tmpl = model::PromptTemplate::preset(config.tokenizer.chat_template);
 
-  rl::EvalConfig ec;
-  ec.greedy = true;
-  ec.sampling.max_new_tokens = config.eval.max_new_tokens;
-  ec.sampling.temperature = 0;
-  ec.batch_size = config.eval.batch_size;
-  ec.seed = derive_seed(static_cast<uint64_t>(config.run.seed), kSeedEval);
+  const rl::EvalConfig ec = eval_config(config);
   spdlog::info("evaluating {} on {} problems (greedy, max {} new tokens)", config.model.path,
                sets.held_out.size(), config.eval.max_new_tokens);
   auto t0 = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 #include "model/config.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
+#include "rl/eval.h"
 #include "rl/problem.h"
 #include "sync/tensor_view.h"
 
@@ -57,6 +58,10 @@ model::Transformer build_model(const Config& config, const model::ModelConfig& m
 /// epoch permutations of [0, n_train), P = prompts_per_step. Depends only on (seed, step).
 std::vector<int64_t> step_prompt_indices(int64_t n_train, int64_t prompts_per_step, uint64_t seed,
                                          int64_t step);
+
+/// The held-out Pass@1 evaluation of a run (`pulse run` before/after GRPO, `pulse eval`): greedy decoding,
+/// eval.max_new_tokens, eval.batch_size, seeded from derive_seed(run.seed, kSeedEval).
+rl::EvalConfig eval_config(const Config& config);
 
 /// Copies BF16 bit patterns (HF names) into the model's parameters (converted to its compute dtype, which
 /// is exact for FP32). Throws std::runtime_error on a missing/extra name or a shape or dtype mismatch.

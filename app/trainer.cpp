@@ -108,14 +108,8 @@ void save_checkpoint(const std::string& run_dir, int64_t step, const model::Tran
 rl::EvalReport pass_at_1(model::TransformerImpl& model, const model::Tokenizer& tok,
                          const model::PromptTemplate& tmpl, const std::vector<rl::Problem>& held_out,
                          const Config& config) {
-  rl::EvalConfig ec;
-  ec.greedy = true;
-  ec.sampling.max_new_tokens = config.eval.max_new_tokens;
-  ec.sampling.temperature = 0;
-  ec.batch_size = config.eval.batch_size;
-  ec.seed = derive_seed(static_cast<uint64_t>(config.run.seed), kSeedEval);
   torch::NoGradGuard no_grad;
-  return rl::evaluate(model, tok, tmpl, held_out, ec);
+  return rl::evaluate(model, tok, tmpl, held_out, eval_config(config));
 }
 
 rl::OptimizerConfig grpo_optimizer(const Config& c) {
