@@ -134,4 +134,18 @@ inline void kill_after_checkpoint(pid_t victim, const std::string& run_dir, int6
   CHECK_FALSE(std::filesystem::exists(run_dir + "/summary.json"));
 }
 
+/// Starts `pulse run cfg --quiet <extra...> --set run.dir=<dir>/killed`, SIGKILLs it once its step-2
+/// checkpoint exists, continues it with `pulse run --resume` and requires that to exit 0. Returns the run
+/// directory.
+inline std::string kill_and_resume(const std::string& cfg, const std::string& dir,
+                                   const std::vector<std::string>& extra) {
+  const std::string run = dir + "/killed";
+  std::vector<std::string> args{"run", cfg, "--quiet"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {"--set", "run.dir=" + run});
+  kill_after_checkpoint(spawn_pulse(args, dir + "/killed"), run, 2);
+  REQUIRE(wait_exit(spawn_pulse({"run", "--quiet", "--resume", run}, dir + "/resumed")) == 0);
+  return run;
+}
+
 }  // namespace pulse::test_run

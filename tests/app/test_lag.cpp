@@ -78,13 +78,7 @@ TEST_CASE("max_lag = 1: kill -9 then --resume reproduces the uninterrupted run",
   auto ref_rows = pulse::app::MetricsLog::read(dir + "/ref/metrics.jsonl");
   REQUIRE(ref_rows.size() == 4);
 
-  std::string run = dir + "/killed";
-  pid_t victim = spawn_pulse({"run", cfg, "--quiet", "--set", "rl.max_lag=1", "--set", "run.dir=" + run},
-                             dir + "/killed");
-  kill_after_checkpoint(victim, run, 2);
-
-  pid_t resumed = spawn_pulse({"run", "--quiet", "--resume", run}, dir + "/resumed");
-  REQUIRE(wait_exit(resumed) == 0);
+  const std::string run = kill_and_resume(cfg, dir, {"--set", "rl.max_lag=1"});
   auto rows = pulse::app::MetricsLog::read(run + "/metrics.jsonl");
   REQUIRE(rows.size() == ref_rows.size());
   for (size_t i = 0; i < rows.size(); ++i)

@@ -92,12 +92,7 @@ TEST_CASE("kill -9 then --resume reproduces the uninterrupted run's metrics", "[
   REQUIRE(ref_rows.size() == 4);
 
   // Killed once the step-2 checkpoint exists, somewhere in steps 2..3.
-  std::string run = dir + "/killed";
-  pid_t victim = spawn_pulse({"run", cfg, "--quiet", "--set", "run.dir=" + run}, dir + "/killed");
-  kill_after_checkpoint(victim, run, 2);
-
-  pid_t resumed = spawn_pulse({"run", "--quiet", "--resume", run}, dir + "/resumed");
-  REQUIRE(wait_exit(resumed) == 0);
+  const std::string run = kill_and_resume(cfg, dir, {});
   auto rows = pulse::app::MetricsLog::read(run + "/metrics.jsonl");
   REQUIRE(rows.size() == ref_rows.size());
   for (size_t i = 0; i < rows.size(); ++i)
