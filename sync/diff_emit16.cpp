@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "sync/diff_scan.h"
+#include "sync/index_coding.h"
+#include "sync/value_coding.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PULSE_EMIT16_AVX512 1
@@ -22,34 +24,13 @@ namespace pulse::sync {
 
 namespace {
 
-inline uint16_t load16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-
-/// zigzag of a wrapping 16-bit difference (sync/value_coding.h).
-inline uint16_t zigzag16(uint16_t d) {
-  return static_cast<uint16_t>(static_cast<uint16_t>(d << 1) ^ static_cast<uint16_t>(0u - (d >> 15)));
-}
-
-/// Appends the LEB128 bytes of `rest` (= gap >> 7, >= 1) at `t`; returns the new end.
-inline uint8_t* put_tail(uint8_t* t, uint64_t rest) {
-  while (rest >= 128) {
-    *t++ = static_cast<uint8_t>((rest & 127) | 128);
-    rest >>= 7;
-  }
-  *t++ = static_cast<uint8_t>(rest);
-  return t;
-}
-
 /// The head byte of `gap` at *h and its tail (if any) at t; returns the new tail end. The tail is
 /// written without a branch for gaps < 2^28 (at 1% density about a third of the first changes of a
 /// group have a tail, at random: a branch would mispredict); `t` needs 9 bytes of room.
 inline uint8_t* put_gap(uint8_t* h, uint8_t* t, uint64_t gap) {
   const uint64_t r = gap >> 7;
   *h = static_cast<uint8_t>((gap & 127) | (r ? 128 : 0));
-  if (r >= (uint64_t{1} << 21)) return put_tail(t, r);
+  if (r >= (uint64_t{1} << 21)) return write_gap_tail(t, r);
   t[0] = static_cast<uint8_t>((r & 127) | (r >= 128 ? 128 : 0));
   t[1] = static_cast<uint8_t>(((r >> 7) & 127) | (r >= 16384 ? 128 : 0));
   t[2] = static_cast<uint8_t>(r >> 14);
@@ -202,8 +183,8 @@ uint64_t diff_emit16_portable(const uint8_t* a, const uint8_t* b, uint64_t start
     for (uint64_t g = 0; g < (n + kDiffGroup - 1) / kDiffGroup; ++g)
       for (uint64_t m = masks[g]; m; m &= m - 1) {
         const uint64_t off = s + g * kDiffGroup + static_cast<uint64_t>(__builtin_ctzll(m));
-        const uint16_t vb = load16(b + 2 * off);
-        const uint16_t v = delta ? zigzag16(static_cast<uint16_t>(vb - load16(a + 2 * off))) : vb;
+        const uint16_t vb = load_le<uint16_t>(b + 2 * off);
+        const uint16_t v = delta ? zigzag(static_cast<uint16_t>(vb - load_le<uint16_t>(a + 2 * off))) : vb;
         *lo++ = static_cast<uint8_t>(v);
         *hi++ = static_cast<uint8_t>(v >> 8);
         t = put_gap(h++, t, start + off - next);

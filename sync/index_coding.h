@@ -51,6 +51,17 @@ class GapEncoder {
   uint64_t next_ = 0;
 };
 
+/// Writes `rest` (= gap >> 7, >= 1) as the LEB128 tail bytes of one gap at `t`; returns the new end
+/// (at most 9 bytes written).
+inline uint8_t* write_gap_tail(uint8_t* t, uint64_t rest) {
+  while (rest >= 128) {
+    *t++ = static_cast<uint8_t>((rest & 127) | 128);
+    rest >>= 7;
+  }
+  *t++ = static_cast<uint8_t>(rest);
+  return t;
+}
+
 /// ORs the LEB128 tail bytes at `tail` (advanced past them) into `gap` from bit `shift` on (7 for a
 /// head's first tail byte). No checks: for streams validate_index_stream accepted.
 inline uint64_t read_gap_tail(const uint8_t*& tail, uint64_t gap, int shift) {

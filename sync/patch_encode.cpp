@@ -39,16 +39,6 @@ struct EncodedTensor {
   uint64_t base_hash = 0;
 };
 
-/// Appends the LEB128 bytes of `rest` (= gap >> 7, >= 1) to the tail at `t`; returns the new end.
-inline uint8_t* put_tail(uint8_t* t, uint64_t rest) {
-  while (rest >= 128) {
-    *t++ = static_cast<uint8_t>((rest & 127) | 128);
-    rest >>= 7;
-  }
-  *t++ = static_cast<uint8_t>(rest);
-  return t;
-}
-
 /// Room for `extra` more bytes in `buf` after `done` of the tensor's `n` elements were scanned. Growing
 /// copies what is there, so a buffer that must grow is sized for the whole tensor at the density seen so
 /// far (+1/8) plus `extra`: it grows about once.
@@ -69,13 +59,14 @@ void reserve_block(EncodedTensor& out, uint64_t changes, uint64_t tail_bytes, ui
 
 /// Scans base vs target (n elements of type U) block by block: the SIMD diff masks (sync/diff_scan.h),
 /// then, per changed element, its varint gap (head byte + tail bytes) and its stored value's bytes,
-/// written straight into the streams; both sides are hashed while the block is in L2. 2-byte elements
-/// go through the fused kernel of sync/diff_emit16.h.
+/// written straight into the streams; both sides are hashed while the block is in L2 (sets
+/// out.info.target_hash and, with hash_base, out.base_hash). 2-byte elements go through the fused kernel
+/// of sync/diff_emit16.h.
 template <typename U>
 void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, EncodedTensor& out,
-                 Xxh3Stream* base_hash, Xxh3Stream& target_hash, uint64_t* fused_base_hash,
-                 uint64_t* fused_target_hash) {
+                 bool hash_base) {
   constexpr size_t w = sizeof(U);
+  Xxh3Stream base_hash, target_hash;
   // The AVX-512 kernel for 2-byte elements accumulates XXH3 from the registers it scans with (long
   // inputs); the streams then stay untouched.
   const bool fused = sizeof(U) == 2 && diff_emit16_uses_avx512() && n * w >= kXxh3LongMinBytes;
@@ -84,7 +75,7 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
   if (fused) {
     xxh3_long_init(base_state);
     xxh3_long_init(target_state);
-    fused_hash = {base_hash ? &base_state : nullptr, &target_state, xxh3_long_block_bytes(n * w),
+    fused_hash = {hash_base ? &base_state : nullptr, &target_state, xxh3_long_block_bytes(n * w),
                   xxh3_default_secret()};
   }
   const uint64_t block_elems = kScanBlockBytes / w;  // a multiple of kDiffGroup
@@ -126,7 +117,7 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
             const U val = delta ? zigzag(static_cast<U>(vb - load_le<U>(a + off * w))) : vb;
             for (size_t p = 0; p < w; ++p) *v[p]++ = static_cast<uint8_t>(val >> (8 * p));
             *h++ = static_cast<uint8_t>((gap & 127) | (gap >= 128 ? 128 : 0));
-            if (gap >= 128) t = put_tail(t, gap >> 7);
+            if (gap >= 128) t = write_gap_tail(t, gap >> 7);
           }
         }
         out.head.set_size(static_cast<size_t>(h - out.head.data()));
@@ -136,13 +127,11 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
       }
     }
     if (fused) continue;
-    if (base_hash) base_hash->update(a, cnt * w);  // null: the caller knows the base's hash
+    if (hash_base) base_hash.update(a, cnt * w);  // else the caller knows the base's hash
     target_hash.update(b, cnt * w);
   }
-  if (fused) {
-    if (base_hash) *fused_base_hash = xxh3_long_finish(base_state, base, n * w);
-    *fused_target_hash = xxh3_long_finish(target_state, target, n * w);
-  }
+  if (hash_base) out.base_hash = fused ? xxh3_long_finish(base_state, base, n * w) : base_hash.digest();
+  out.info.target_hash = fused ? xxh3_long_finish(target_state, target, n * w) : target_hash.digest();
 }
 
 /// The bitmap index stream (FORMAT.md coding 1) of the changes held as varint gaps in e.head/e.tail.
@@ -186,22 +175,14 @@ void encode_tensor_typed(const TensorView& base, const TensorView& target, bool 
                          bool hash_base, int force_coding, EncodedTensor& out) {
   const uint64_t n = target.nbytes / sizeof(U);
   out.planes.resize(sizeof(U));
-  Xxh3Stream target_hash;
   if (!anchor) {
-    Xxh3Stream base_hash;
     const size_t guess = static_cast<size_t>(std::min<uint64_t>(n, n / 64 + 1024));  // ~1.5%; grows
     out.head.reserve(guess);
     out.tail.reserve(guess / 2);
     for (auto& p : out.planes) p.reserve(guess);
-    uint64_t fused_base = 0, fused_target = 0;
-    scan_tensor<U>(base.data, target.data, n, delta, out, hash_base ? &base_hash : nullptr, target_hash,
-                   &fused_base, &fused_target);
-    const bool fused = sizeof(U) == 2 && diff_emit16_uses_avx512() && n * sizeof(U) >= kXxh3LongMinBytes;
-    if (hash_base) out.base_hash = fused ? fused_base : base_hash.digest();
-    out.info.target_hash = fused ? fused_target : target_hash.digest();
+    scan_tensor<U>(base.data, target.data, n, delta, out, hash_base);
   } else {
-    target_hash.update(target.data, target.nbytes);
-    out.info.target_hash = target_hash.digest();
+    out.info.target_hash = xxh3_64(target.data, target.nbytes);
   }
 
   const uint64_t k = anchor ? n : out.head.size();

@@ -46,24 +46,6 @@ inline U unzigzag(U z) {
   return static_cast<U>(static_cast<U>(z >> 1) ^ static_cast<U>(U(0) - static_cast<U>(z & 1)));
 }
 
-/// Byte-splits m stored values (w-byte little-endian integers back to back at `values`, zigzag already
-/// applied in delta mode) into the w planes of a value stream at out (m * w bytes).
-inline void write_byte_planes(const uint8_t* values, uint64_t m, size_t w, uint8_t* out) {
-  if (w == 1) {
-    if (m) std::memcpy(out, values, m);
-    return;
-  }
-  if (w == 2) {  // BF16/F16: the common case, one pass
-    for (uint64_t j = 0; j < m; ++j) {
-      out[j] = values[2 * j];
-      out[m + j] = values[2 * j + 1];
-    }
-    return;
-  }
-  for (size_t b = 0; b < w; ++b)
-    for (uint64_t j = 0; j < m; ++j) out[b * m + j] = values[j * w + b];
-}
-
 /// Reads value j from a value stream of m values.
 template <typename U>
 struct ValueStreamReader {
