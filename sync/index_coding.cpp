@@ -1,6 +1,6 @@
 #include "sync/index_coding.h"
 
-#include "sync/apply_kernels.h"
+#include "kernels/apply_kernels.h"
 
 namespace pulse::sync {
 
@@ -17,7 +17,7 @@ namespace {
 /// must split into one complete chain per head with bit 7, each passing the same 64-bit overflow
 /// rule. false: invalid (the precise check then finds and names the error).
 bool varint_gaps_valid(const uint8_t* index, uint64_t index_bytes, uint64_t changed, uint64_t numel) {
-  const HeadSums heads = varint_head_sums(index, changed);
+  const kernels::HeadSums heads = kernels::varint_head_sums(index, changed);
   unsigned __int128 sum = static_cast<unsigned __int128>(heads.low7) + changed;  // sum(gap + 1)
   uint64_t chains = 0, rest = 0;
   int shift = 0;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/int_coding.h"
 #include "sync/patch.h"
 
 namespace pulse::sync {
@@ -51,28 +52,9 @@ class GapEncoder {
   uint64_t next_ = 0;
 };
 
-/// Writes `rest` (= gap >> 7, >= 1) as the LEB128 tail bytes of one gap at `t`; returns the new end
-/// (at most 9 bytes written).
-inline uint8_t* write_gap_tail(uint8_t* t, uint64_t rest) {
-  while (rest >= 128) {
-    *t++ = static_cast<uint8_t>((rest & 127) | 128);
-    rest >>= 7;
-  }
-  *t++ = static_cast<uint8_t>(rest);
-  return t;
-}
-
-/// ORs the LEB128 tail bytes at `tail` (advanced past them) into `gap` from bit `shift` on (7 for a
-/// head's first tail byte). No checks: for streams validate_index_stream accepted.
-inline uint64_t read_gap_tail(const uint8_t*& tail, uint64_t gap, int shift) {
-  uint8_t c;
-  do {
-    c = *tail++;
-    gap |= static_cast<uint64_t>(c & 127) << shift;
-    shift += 7;
-  } while (c & 128);
-  return gap;
-}
+// The LEB128 tail writer and reader are shared with the kernels (kernels/int_coding.h).
+using kernels::read_gap_tail;
+using kernels::write_gap_tail;
 
 /// Iterates the positions of an index stream that validate_index_stream accepted (no checks here).
 class PositionIter {

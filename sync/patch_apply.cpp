@@ -6,7 +6,7 @@
 #include <map>
 #include <numeric>
 
-#include "sync/apply_kernels.h"
+#include "kernels/apply_kernels.h"
 #include "sync/hash.h"
 #include "sync/index_coding.h"
 #include "sync/parallel.h"
@@ -62,7 +62,11 @@ uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint
   const uint64_t block_elems = kApplyBlockBytes / kw;
   if constexpr (kw == 2) {
     if (t.index_coding == kIndexVarintGaps) {  // BF16/F16 at RL densities: the batched SIMD kernel
-      apply_varint_u16(w.data, n, streams, t.index_bytes, t.changed, delta, old_values, hash);
+      const kernels::BlockSink sink{[](void* h, const uint8_t* data, uint64_t bytes) {
+                                      static_cast<Xxh3Stream*>(h)->update(data, bytes);
+                                    },
+                                    &hash};
+      kernels::apply_varint_u16(w.data, n, streams, t.index_bytes, t.changed, delta, old_values, sink);
       undo.applied = true;
       return hash.digest();
     }

@@ -7,8 +7,9 @@
 #include <memory>
 #include <numeric>
 
-#include "sync/diff_emit16.h"
-#include "sync/diff_scan.h"
+#include "kernels/diff_emit16.h"
+#include "kernels/diff_scan.h"
+#include "kernels/xxh3_long.h"
 #include "sync/hash.h"
 #include "sync/index_coding.h"
 #include "sync/parallel.h"
@@ -16,9 +17,24 @@
 #include "sync/patch_container.h"
 #include "sync/scratch_buffer.h"
 #include "sync/value_coding.h"
-#include "sync/xxh3_long.h"
 
 namespace pulse::sync {
+
+// The scan kernels (kernels/).
+using kernels::diff_emit16;
+using kernels::diff_emit16_uses_avx512;
+using kernels::diff_masks;
+using kernels::emit16_room;
+using kernels::emit16_tail_room;
+using kernels::Emit16Cursor;
+using kernels::Emit16Hash;
+using kernels::kDiffGroup;
+using kernels::kXxh3LongMinBytes;
+using kernels::xxh3_default_secret;
+using kernels::xxh3_long_block_bytes;
+using kernels::xxh3_long_finish;
+using kernels::xxh3_long_init;
+using kernels::Xxh3LongState;
 
 namespace {
 

@@ -13,6 +13,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/int_coding.h"
+
 namespace pulse::sync {
 
 /// Bytes of a value stream with m values of w bytes.
@@ -21,30 +23,11 @@ inline uint64_t value_stream_bytes(bool delta, uint64_t m, uint64_t w) {
   return m * w;
 }
 
-template <typename U>
-inline U load_le(const uint8_t* p) {
-  U v;
-  std::memcpy(&v, p, sizeof v);  // little-endian host (x86-64, AArch64)
-  return v;
-}
-
-template <typename U>
-inline void store_le(uint8_t* p, U v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
-/// zigzag of a wrapping difference d: (d << 1) ^ (d >> (8w - 1)), arithmetic shift.
-template <typename U>
-inline U zigzag(U d) {
-  constexpr int kBits = 8 * sizeof(U);
-  return static_cast<U>(static_cast<U>(d << 1) ^ static_cast<U>(U(0) - static_cast<U>(d >> (kBits - 1))));
-}
-
-/// Inverse of zigzag.
-template <typename U>
-inline U unzigzag(U z) {
-  return static_cast<U>(static_cast<U>(z >> 1) ^ static_cast<U>(U(0) - static_cast<U>(z & 1)));
-}
+// The bit-level helpers live with the kernels that use them (kernels/int_coding.h).
+using kernels::load_le;
+using kernels::store_le;
+using kernels::unzigzag;
+using kernels::zigzag;
 
 /// Reads value j from a value stream of m values.
 template <typename U>

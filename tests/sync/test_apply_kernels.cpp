@@ -1,4 +1,4 @@
-// The decoder's varint-gap kernels (sync/apply_kernels.h): every SIMD path equals the portable one and a
+// The decoder's varint-gap kernels (kernels/apply_kernels.h): every SIMD path equals the portable one and a
 // plain reference decoder, on random streams of every density, with tails of every length, short and
 // odd-length tensors, first and last elements changed; the fast index validation accepts exactly what
 // a change-by-change reference accepts.
@@ -9,14 +9,22 @@
 #include <string>
 #include <vector>
 
-#include "sync/apply_kernels.h"
+#include "kernels/apply_kernels.h"
 #include "sync/hash.h"
 #include "sync/index_coding.h"
 #include "sync/patch.h"
 
+using namespace pulse::kernels;
 using namespace pulse::sync;
 
 namespace {
+
+/// apply_varint_u16's block sink feeding an Xxh3Stream (as sync/patch_apply.cpp does).
+BlockSink sink_of(Xxh3Stream& hash) {
+  return {
+      [](void* h, const uint8_t* data, uint64_t bytes) { static_cast<Xxh3Stream*>(h)->update(data, bytes); },
+      &hash};
+}
 
 /// The kernel sets this CPU can run.
 std::vector<const char*> isas() {
@@ -227,7 +235,7 @@ TEST_CASE("apply_varint_u16 equals a plain decode-and-write on every path", "[sy
           std::vector<uint16_t> w = base, undo(changed, 0xdead);
           Xxh3Stream hash;
           apply_varint_u16(reinterpret_cast<uint8_t*>(w.data()), n, streams.data(), index.size(), changed,
-                           delta, reinterpret_cast<uint8_t*>(undo.data()), hash);
+                           delta, reinterpret_cast<uint8_t*>(undo.data()), sink_of(hash));
           INFO("n " << n << " density " << p << " changed " << changed << " delta " << delta << " isa "
                     << isa);
           CHECK(w == want);

@@ -1,4 +1,4 @@
-// The fused diff-and-emit kernel for 2-byte elements (sync/diff_emit16.h): the dispatched kernel (AVX-512
+// The fused diff-and-emit kernel for 2-byte elements (kernels/diff_emit16.h): the dispatched kernel (AVX-512
 // where the CPU has it) and the portable one give exactly the streams of an element-by-element reference.
 #include <catch2/catch.hpp>
 
@@ -8,11 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "sync/diff_emit16.h"
+#include "kernels/diff_emit16.h"
+#include "kernels/xxh3_long.h"
 #include "sync/hash.h"
 #include "sync/patch.h"
-#include "sync/xxh3_long.h"
 
+using namespace pulse::kernels;
 using namespace pulse::sync;
 
 namespace {

@@ -1,4 +1,4 @@
-#include "sync/diff_scan.h"
+#include "kernels/diff_scan.h"
 
 #include <cstring>
 #include <stdexcept>
@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #endif
 
-namespace pulse::sync {
+namespace pulse::kernels {
 
 namespace {
 
@@ -146,4 +146,4 @@ uint64_t diff_masks(const uint8_t* a, const uint8_t* b, size_t n, size_t width, 
   return diff_masks_portable(a, b, n, width, masks);
 }
 
-}  // namespace pulse::sync
+}  // namespace pulse::kernels

@@ -1,10 +1,10 @@
-#include "sync/xxh3_long.h"
+#include "kernels/xxh3_long.h"
 
 // libxxhash's own definitions (constants, scalar accumulate/scramble, merge), private to this file.
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-namespace pulse::sync {
+namespace pulse::kernels {
 
 static_assert(sizeof(XXH3_kSecret) == 192, "XXH3 default secret is 192 bytes");
 
@@ -37,4 +37,4 @@ uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t l
                         static_cast<uint64_t>(len) * XXH_PRIME64_1);
 }
 
-}  // namespace pulse::sync
+}  // namespace pulse::kernels

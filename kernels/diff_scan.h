@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace pulse::sync {
+namespace pulse::kernels {
 
 /// Elements per mask word.
 constexpr size_t kDiffGroup = 64;
@@ -22,4 +22,4 @@ bool diff_masks_use_avx2();
 /// The portable kernel alone (tests compare both paths).
 uint64_t diff_masks_portable(const uint8_t* a, const uint8_t* b, size_t n, size_t width, uint64_t* masks);
 
-}  // namespace pulse::sync
+}  // namespace pulse::kernels

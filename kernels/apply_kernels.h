@@ -9,9 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sync/hash.h"
-
-namespace pulse::sync {
+namespace pulse::kernels {
 
 /// Changes per batch of the varint-gap kernels.
 constexpr size_t kGapBatch = 64;
@@ -43,7 +41,7 @@ GapBatch decode_gap_batch_portable(const uint8_t* head, const uint8_t* tail, con
                                    size_t count, uint16_t* gap1);
 
 /// Assembles `count` (1..64) 2-byte values from their byte planes lo[i] | hi[i] << 8, un-zigzagged when
-/// `delta` (value_coding.h). out must hold 64 entries (past count: unspecified values).
+/// `delta` (kernels/int_coding.h). out must hold 64 entries (past count: unspecified values).
 void assemble_u16_values(const uint8_t* lo, const uint8_t* hi, size_t count, bool delta, uint16_t* out);
 void assemble_u16_values_portable(const uint8_t* lo, const uint8_t* hi, size_t count, bool delta,
                                   uint16_t* out);
@@ -55,13 +53,21 @@ const char* apply_kernels_isa();
 /// CPU's fastest again). Returns false (and changes nothing) when this CPU cannot run them. Tests only.
 bool apply_kernels_force(const char* isa);
 
+/// Receives the bytes of a tensor block by block, in order (apply_varint_u16 hashes with it): calls
+/// fn(ctx, data, bytes). A plain function pointer so that the kernels need no hash library type.
+struct BlockSink {
+  void (*fn)(void* ctx, const uint8_t* data, uint64_t bytes) = nullptr;
+  void* ctx = nullptr;
+  void operator()(const uint8_t* data, uint64_t bytes) const { fn(ctx, data, bytes); }
+};
+
 /// Applies a validated varint-gap patch tensor of 2-byte elements in place. `weights`: n elements
 /// (2 n bytes); `streams`: the tensor's index stream (index_bytes bytes: `changed` heads, then tails)
 /// followed by its value stream (lo plane, hi plane: `changed` bytes each). Saves the old value of
-/// the j-th change at undo[2 j .. 2 j + 2) (2 * changed bytes). Hashes the tensor into `hash` one
+/// the j-th change at undo[2 j .. 2 j + 2) (2 * changed bytes). Hands the tensor to `hash` one
 /// 64 KiB block at a time, right after the block's changes are written (while it is in cache), with
-/// the next block prefetched. Returns nothing; the caller digests `hash`.
+/// the next block prefetched. Returns nothing; the caller digests its hash.
 void apply_varint_u16(uint8_t* weights, uint64_t n, const uint8_t* streams, uint64_t index_bytes,
-                      uint64_t changed, bool delta, uint8_t* undo, Xxh3Stream& hash);
+                      uint64_t changed, bool delta, uint8_t* undo, BlockSink hash);
 
-}  // namespace pulse::sync
+}  // namespace pulse::kernels

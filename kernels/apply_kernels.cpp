@@ -1,17 +1,17 @@
-#include "sync/apply_kernels.h"
+#include "kernels/apply_kernels.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
-#include "sync/index_coding.h"
+#include "kernels/int_coding.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define PULSE_APPLY_X86 1
 #endif
 
-namespace pulse::sync {
+namespace pulse::kernels {
 
 namespace {
 
@@ -344,15 +344,14 @@ inline void prefetch_range(const uint8_t* p, size_t n) {
 /// The 64 KiB blocks of the tensor: hashed in order once no later change can touch them.
 class Blocks {
  public:
-  Blocks(uint8_t* w, uint64_t n, Xxh3Stream& hash)
-      : w_(w), n_(n), end_(std::min(n, kBlockElems)), hash_(hash) {
+  Blocks(uint8_t* w, uint64_t n, BlockSink hash) : w_(w), n_(n), end_(std::min(n, kBlockElems)), hash_(hash) {
     prefetch_range(w_, 2 * end_);
     prefetch_next();
   }
   uint64_t end() const { return end_; }
   /// Hashes the current block and moves to the next, prefetching the one after it.
   void advance() {
-    hash_.update(w_ + 2 * start_, 2 * (end_ - start_));
+    hash_(w_ + 2 * start_, 2 * (end_ - start_));
     start_ = end_;
     end_ = std::min(n_, end_ + kBlockElems);
     prefetch_next();
@@ -367,7 +366,7 @@ class Blocks {
   }
   uint8_t* w_;
   uint64_t n_, start_ = 0, end_;
-  Xxh3Stream& hash_;
+  BlockSink hash_;
 };
 
 /// One change: save the old value as undo, store the new one.
@@ -405,7 +404,7 @@ uint64_t write_batch_checked(uint8_t* w, uint64_t p, const G* gap1, const uint16
 
 template <bool kDelta>
 void apply_varint_u16_impl(uint8_t* w, uint64_t n, const uint8_t* streams, uint64_t index_bytes,
-                           uint64_t changed, uint8_t* undo, Xxh3Stream& hash) {
+                           uint64_t changed, uint8_t* undo, BlockSink hash) {
   const Kernels& k = kernels();
   const uint8_t* head = streams;
   const uint8_t* tail = streams + changed;
@@ -441,11 +440,11 @@ void apply_varint_u16_impl(uint8_t* w, uint64_t n, const uint8_t* streams, uint6
 }  // namespace
 
 void apply_varint_u16(uint8_t* weights, uint64_t n, const uint8_t* streams, uint64_t index_bytes,
-                      uint64_t changed, bool delta, uint8_t* undo, Xxh3Stream& hash) {
+                      uint64_t changed, bool delta, uint8_t* undo, BlockSink hash) {
   if (delta)
     apply_varint_u16_impl<true>(weights, n, streams, index_bytes, changed, undo, hash);
   else
     apply_varint_u16_impl<false>(weights, n, streams, index_bytes, changed, undo, hash);
 }
 
-}  // namespace pulse::sync
+}  // namespace pulse::kernels

@@ -1,5 +1,5 @@
 // XXH3-64 of long inputs with the stripe accumulation done by the caller: the encoder's scan kernel
-// (sync/diff_emit16.h) already holds every 64-byte stripe of base and target in registers, so it
+// (kernels/diff_emit16.h) already holds every 64-byte stripe of base and target in registers, so it
 // accumulates them there instead of reading the block again for libxxhash (measured: hashing both
 // sides was ~15% of encode time at 7% density). Initial state, secret, the last partial block, the last
 // stripe and the final merge come from libxxhash itself (XXH3 spec, "hashLong"), so the value is
@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace pulse::sync {
+namespace pulse::kernels {
 
 /// XXH3's long-input accumulators (8 x u64), 64-byte aligned for vector loads.
 struct alignas(64) Xxh3LongState {
@@ -40,4 +40,4 @@ uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t l
 /// Portable reference of the caller's part (tests): accumulates the block at `block` (1024 bytes).
 void xxh3_long_accumulate_block(Xxh3LongState& state, const uint8_t* block);
 
-}  // namespace pulse::sync
+}  // namespace pulse::kernels

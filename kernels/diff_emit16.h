@@ -13,9 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sync/xxh3_long.h"
+#include "kernels/xxh3_long.h"
 
-namespace pulse::sync {
+namespace pulse::kernels {
 
 /// Write cursors into the four streams of one tensor, advanced by diff_emit16.
 struct Emit16Cursor {
@@ -26,7 +26,7 @@ struct Emit16Cursor {
   uint64_t next = 0;        ///< position after the previous change (origin of the next gap)
 };
 
-/// XXH3 accumulators that diff_emit16 advances over the bytes it scans (sync/xxh3_long.h): the stripes of
+/// XXH3 accumulators that diff_emit16 advances over the bytes it scans (kernels/xxh3_long.h): the stripes of
 /// every full 1024-byte block below `block_bytes` (= xxh3_long_block_bytes(tensor bytes)), counted from
 /// the tensor's start. Null base/target: that side is not hashed.
 struct Emit16Hash {
@@ -49,9 +49,9 @@ constexpr uint64_t emit16_tail_room(uint64_t count) {
 /// Compares `count` 2-byte elements of base `a` and target `b` (element positions start .. start +
 /// count - 1 of the tensor, increasing across calls) and appends every changed element (bit patterns
 /// differ) to the streams: gap = position - cursor.next, then the stored value: the target's bit
-/// pattern, or with `delta` zigzag(target - base) modulo 2^16 (sync/value_coding.h). Returns the number
-/// of changes. The cursors need emit16_room(count) / emit16_tail_room(count) bytes of room.
-/// With `hash` (only where diff_emit16_uses_avx512(); `start` a multiple of 64, and `count` too unless
+/// pattern, or with `delta` zigzag(target - base) modulo 2^16 (kernels/int_coding.h, sync/value_coding.h).
+/// Returns the number of changes. The cursors need emit16_room(count) / emit16_tail_room(count) bytes of
+/// room. With `hash` (only where diff_emit16_uses_avx512(); `start` a multiple of 64, and `count` too unless
 /// the call reaches the tensor's end) it also accumulates XXH3 over the scanned bytes of both sides.
 /// Throws std::invalid_argument when `hash` is given without the AVX-512 kernel or misaligned.
 uint64_t diff_emit16(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
@@ -68,4 +68,4 @@ bool diff_emit16_uses_avx512();
 /// then also hashes with libxxhash instead of inside the kernel. Tests only (CI CPUs may lack AVX-512).
 void diff_emit16_force_portable(bool portable);
 
-}  // namespace pulse::sync
+}  // namespace pulse::kernels

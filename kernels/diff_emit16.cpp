@@ -1,13 +1,12 @@
-#include "sync/diff_emit16.h"
+#include "kernels/diff_emit16.h"
 
 #include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
-#include "sync/diff_scan.h"
-#include "sync/index_coding.h"
-#include "sync/value_coding.h"
+#include "kernels/diff_scan.h"
+#include "kernels/int_coding.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PULSE_EMIT16_AVX512 1
@@ -20,7 +19,7 @@
 #pragma GCC diagnostic pop
 #endif
 
-namespace pulse::sync {
+namespace pulse::kernels {
 
 namespace {
 
@@ -227,4 +226,4 @@ uint64_t diff_emit16(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_
   return diff_emit16_portable(a, b, start, count, delta, cursor);
 }
 
-}  // namespace pulse::sync
+}  // namespace pulse::kernels
