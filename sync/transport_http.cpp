@@ -4,10 +4,8 @@
 #include "sync/transport_http.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -16,49 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "sync/hash.h"
+#include "sync/http_common.h"
 
 #include "sync/httplib_config.h"
 
 namespace pulse::sync {
-
-// ---- helpers shared by both builds ------------------------------------------------------------------------
-
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  const size_t n = std::max(a.size(), b.size());
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned>(x ^ y);
-  }
-  return diff == 0;
-}
-
-namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
-}  // namespace
-
-std::string load_token(const std::string& env_var, const std::string& file) {
-  if (!env_var.empty()) {
-    const char* v = std::getenv(env_var.c_str());
-    if (v != nullptr && !trim(v).empty()) return trim(v);
-  }
-  if (file.empty()) return "";
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error("cannot read token file '" + file + "'");
-  std::string line;
-  std::getline(in, line);
-  line = trim(line);
-  if (line.empty()) throw std::runtime_error("token file '" + file + "' is empty (first line)");
-  return line;
-}
 
 namespace {
 
@@ -66,22 +26,6 @@ using json = nlohmann::json;
 
 constexpr size_t kSendChunkBytes = 1u << 20;  // bytes handed to the socket per write
 constexpr size_t kMaxErrorBodyBytes = 1u << 16;
-
-std::string error_json(const std::string& message) {
-  return json{{"error", message}}.dump();
-}
-
-/// The message goes in the body and in X-Pulse-Error: httplib applies a request's Range to error bodies
-/// too, so a resuming client may only see the header.
-void set_error(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  std::string header = message.substr(0, 1000);
-  for (char& c : header) {
-    if (c == '\r' || c == '\n') c = ' ';
-  }
-  res.set_header("X-Pulse-Error", header);
-  res.set_content(error_json(message), "application/json");
-}
 
 /// Strict decimal uint64: digits only, no sign, no overflow.
 bool parse_u64(const std::string& s, uint64_t& out) {
@@ -202,27 +146,20 @@ struct PatchServer::Impl {
     auto& s = *server;
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       count(&HttpServerStats::requests);
-      if (opt.token.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      if (constant_time_equal(req.get_header_value("Authorization"), "Bearer " + opt.token)) {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
+      if (authorize_bearer(req, res, opt.token)) return httplib::Server::HandlerResponse::Unhandled;
       count(&HttpServerStats::unauthorized);
-      res.set_header("WWW-Authenticate", "Bearer realm=\"pulse\"");
-      set_error(
-          res, 401,
-          req.has_header("Authorization") ? "wrong bearer token" : "missing 'Authorization: Bearer' header");
       return httplib::Server::HandlerResponse::Handled;
     });
-    s.set_error_handler(
-        httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-          if (res.status == 404) {
-            count(&HttpServerStats::bad_requests);
-            set_error(res, 404, "unknown route " + req.method + " " + req.path + "; routes: " + kRoutes);
-            return httplib::Server::HandlerResponse::Handled;
-          }
-          return httplib::Server::HandlerResponse::Unhandled;
-        }));
+    s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                    httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      if (res.status == 404) {
+        count(&HttpServerStats::bad_requests);
+        set_error_response(res, 404, "unknown route " + req.method + " " + req.path + "; routes: " + kRoutes);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    }));
     s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown exception";
       try {
@@ -231,7 +168,7 @@ struct PatchServer::Impl {
         what = e.what();
       } catch (...) {
       }
-      set_error(res, 500, "internal error: " + what);
+      set_error_response(res, 500, "internal error: " + what);
     });
 
     s.Get("/v1/head", [this](const httplib::Request&, httplib::Response& res) {
@@ -249,26 +186,26 @@ struct PatchServer::Impl {
       for (const char* key : {"from", "to"}) {
         if (!req.has_param(key)) {
           count(&HttpServerStats::bad_requests);
-          return set_error(res, 400,
-                           std::string("missing query parameter '") + key + "' (GET /v1/patch?from=A&to=B)");
+          return set_error_response(
+              res, 400, std::string("missing query parameter '") + key + "' (GET /v1/patch?from=A&to=B)");
         }
         const std::string value = req.get_param_value(key);
         if (!parse_u64(value, std::string(key) == "from" ? from : to)) {
           count(&HttpServerStats::bad_requests);
-          return set_error(res, 400,
-                           std::string("query parameter '") + key +
-                               "' must be a non-negative decimal integer, got '" + value + "'");
+          return set_error_response(res, 400,
+                                    std::string("query parameter '") + key +
+                                        "' must be a non-negative decimal integer, got '" + value + "'");
         }
       }
-      if (!store.published()) return set_error(res, 503, "no version published yet");
+      if (!store.published()) return set_error_response(res, 503, "no version published yet");
       Blob blob;
       try {
         blob = store.patch(from, to);
       } catch (const std::out_of_range& e) {
-        return set_error(res, 410, e.what());
+        return set_error_response(res, 410, e.what());
       } catch (const std::invalid_argument& e) {
         count(&HttpServerStats::bad_requests);
-        return set_error(res, 400, e.what());
+        return set_error_response(res, 400, e.what());
       }
       serve_blob(req, res, blob, from, to);
     });
@@ -279,17 +216,17 @@ struct PatchServer::Impl {
       const bool latest = which == "latest";
       if (!latest && !parse_u64(which, version)) {
         count(&HttpServerStats::bad_requests);
-        return set_error(
+        return set_error_response(
             res, 400,
             "anchor version must be a non-negative decimal integer or 'latest', got '" + which + "'");
       }
-      if (!store.published()) return set_error(res, 503, "no version published yet");
+      if (!store.published()) return set_error_response(res, 503, "no version published yet");
       Blob blob;
       try {
         if (latest) version = store.latest_anchor_version();
         blob = store.anchor(version);
       } catch (const std::out_of_range& e) {
-        return set_error(res, 404, e.what());
+        return set_error_response(res, 404, e.what());
       }
       serve_blob(req, res, blob, 0, version);
     });
@@ -314,15 +251,15 @@ struct PatchServer::Impl {
         version = j["version"].get<uint64_t>();
       } catch (const std::exception& e) {
         count(&HttpServerStats::bad_requests);
-        return set_error(res, 400, std::string("bad /v1/confirm body: ") + e.what());
+        return set_error_response(res, 400, std::string("bad /v1/confirm body: ") + e.what());
       }
       try {
         store.confirm(worker, version, hash);
       } catch (const HashMismatchError& e) {
-        return set_error(res, 409, e.what());
+        return set_error_response(res, 409, e.what());
       } catch (const std::invalid_argument& e) {
         count(&HttpServerStats::bad_requests);
-        return set_error(res, 400, e.what());
+        return set_error_response(res, 400, e.what());
       }
       res.set_content(json{{"ok", true}}.dump(), "application/json");
     });
@@ -415,7 +352,8 @@ struct PatchClient::Impl {
   HttpClientOptions opt;
   std::mutex mu;  // one request at a time: httplib::Client is not thread-safe
   std::unique_ptr<httplib::Client> cli;
-  HttpClientStats stats;
+  HttpClientStats stats;  // requests and retries come from `counters`
+  RetryCounters counters;
 
   explicit Impl(HttpClientOptions o) : opt(std::move(o)) {
     if (opt.url.rfind("http://", 0) != 0 && opt.url.rfind("https://", 0) != 0) {
@@ -440,132 +378,105 @@ struct PatchClient::Impl {
     return h;
   }
 
-  void backoff(int attempt) {
-    double s = opt.backoff_initial_s;
-    for (int i = 0; i < attempt && s < opt.backoff_max_s; ++i) s *= 2;
-    s = std::min(s, opt.backoff_max_s);
-    ++stats.retries;
-    std::this_thread::sleep_for(std::chrono::duration<double>(s));
-  }
-
-  static std::string server_message(const std::string& body) {
-    try {
-      const auto j = json::parse(body);
-      if (j.is_object() && j.contains("error") && j["error"].is_string())
-        return j["error"].get<std::string>();
-    } catch (const std::exception&) {
-    }
-    return body.substr(0, 300);
-  }
-
-  [[noreturn]] void fail(int status, const std::string& what, const std::string& body) {
-    const std::string msg = what + ": HTTP " + std::to_string(status) + ": " + server_message(body);
-    if (status == 410) throw VersionGoneError(status, msg);
-    throw TransportError(status, msg);
-  }
-
-  static bool retryable(int status) { return status >= 500 || status == 408 || status == 429; }
+  RetryPolicy retry() const { return RetryPolicy{opt.max_retries, opt.backoff_initial_s, opt.backoff_max_s}; }
 
   /// A small request (JSON) with retries; returns the body of a 2xx response.
   std::string request_text(const std::string& method, const std::string& path, const std::string& body) {
-    std::string last;
-    for (int attempt = 0;; ++attempt) {
-      ++stats.requests;
-      auto res = method == "GET" ? cli->Get(path, auth()) : cli->Post(path, auth(), body, "application/json");
-      if (res) {
-        if (res->status >= 200 && res->status < 300) return res->body;
-        if (!retryable(res->status)) fail(res->status, method + " " + path, res->body);
-        last = "HTTP " + std::to_string(res->status) + ": " + server_message(res->body);
-      } else {
-        last = httplib::to_string(res.error());
-      }
-      if (attempt >= opt.max_retries) {
-        throw TransportError(res ? res->status : 0, method + " " + opt.url + path + " failed after " +
-                                                        std::to_string(attempt + 1) + " attempts: " + last);
-      }
-      backoff(attempt);
-    }
+    auto res = request_with_retries(
+        retry(), opt.url, method + " " + path,
+        [&] {
+          return method == "GET" ? cli->Get(path, auth()) : cli->Post(path, auth(), body, "application/json");
+        },
+        &counters);
+    return res->body;
   }
 
-  /// A binary body with retries and Range resume. `path` may be re-pointed by `pin` once the first response
-  /// names the exact version (so that /v1/anchor/latest resumes the same anchor).
+  /// A binary body with retries and Range resume. `path` is re-pointed once the first response names the
+  /// exact version when `pin_anchor` (so that /v1/anchor/latest resumes the same anchor).
   std::vector<uint8_t> fetch(std::string path, bool pin_anchor) {
     std::vector<uint8_t> body;
-    std::string etag, last;
+    std::string etag;
     uint64_t total = 0;
     const std::string original = path;
-    for (int attempt = 0;; ++attempt) {
-      httplib::Headers headers = auth();
-      const bool resuming = !body.empty() && body.size() < total;
-      if (resuming) {
-        headers.emplace("Range", "bytes=" + std::to_string(body.size()) + "-");
-        ++stats.resumed;
-      } else {
-        body.clear();
-      }
-      ++stats.requests;
-      int status = 0;
-      bool accept = false;
-      std::string error_body, error_header;
-      auto res = cli->Get(
-          path, headers,
-          [&](const httplib::Response& r) {
-            status = r.status;
-            error_header = r.get_header_value("X-Pulse-Error");
-            accept = false;
-            if (status == 200) {
-              body.clear();
-              etag = r.get_header_value("ETag");
-              total = std::strtoull(r.get_header_value("Content-Length").c_str(), nullptr, 10);
-              if (pin_anchor && r.has_header("X-Pulse-Version")) {
-                path = "/v1/anchor/" + r.get_header_value("X-Pulse-Version");
-              }
-              body.reserve(total);
-              accept = true;
-            } else if (status == 206) {
-              // "bytes START-END/TOTAL": must continue exactly where we stopped, on the same bytes.
-              const std::string cr = r.get_header_value("Content-Range");
-              unsigned long long start = 0, end = 0, all = 0;
-              const bool ok = std::sscanf(cr.c_str(), "bytes %llu-%llu/%llu", &start, &end, &all) == 3;
-              if (!ok || start != body.size() || all != total || r.get_header_value("ETag") != etag) {
-                body.clear();  // the resource changed or the server misbehaved: start over
-                return false;
-              }
-              accept = true;
-            }
-            return true;
-          },
-          [&](const char* data, size_t n) {
-            if (accept) {
-              body.insert(body.end(), reinterpret_cast<const uint8_t*>(data),
-                          reinterpret_cast<const uint8_t*>(data) + n);
-              stats.body_bytes += n;
-            } else if (error_body.size() < kMaxErrorBodyBytes) {
-              error_body.append(data, n);
-            }
-            return true;
-          });
-      if (res && accept && body.size() == total) return body;
-      if (res && !accept && status >= 400 && !retryable(status)) {
-        if (status == 416) {
-          body.clear();
-        } else if (status == 404 && path != original) {
-          path = original;  // the pinned anchor was retired meanwhile: take the newest again
-          body.clear();
-        } else {
-          fail(status, "GET " + path, error_header.empty() ? error_body : error_json(error_header));
-        }
-      }
-      last = res ? "HTTP " + std::to_string(status) +
-                       (accept ? " (short body)" : ": " + server_message(error_body))
-                 : httplib::to_string(res.error()) + " after " + std::to_string(body.size()) + " of " +
-                       std::to_string(total) + " bytes";
-      if (attempt >= opt.max_retries) {
-        throw TransportError(status, "GET " + opt.url + path + " failed after " +
-                                         std::to_string(attempt + 1) + " attempts: " + last);
-      }
-      backoff(attempt);
-    }
+    retry_loop(
+        retry(), opt.url, "GET " + original,
+        [&] {
+          httplib::Headers headers = auth();
+          const bool resuming = !body.empty() && body.size() < total;
+          if (resuming) {
+            headers.emplace("Range", "bytes=" + std::to_string(body.size()) + "-");
+            ++stats.resumed;
+          } else {
+            body.clear();
+          }
+          int status = 0;
+          bool accept = false;
+          std::string error_body, error_header;
+          auto res = cli->Get(
+              path, headers,
+              [&](const httplib::Response& r) {
+                status = r.status;
+                error_header = r.get_header_value("X-Pulse-Error");
+                accept = false;
+                if (status == 200) {
+                  body.clear();
+                  etag = r.get_header_value("ETag");
+                  total = std::strtoull(r.get_header_value("Content-Length").c_str(), nullptr, 10);
+                  if (pin_anchor && r.has_header("X-Pulse-Version")) {
+                    path = "/v1/anchor/" + r.get_header_value("X-Pulse-Version");
+                  }
+                  body.reserve(total);
+                  accept = true;
+                } else if (status == 206) {
+                  // "bytes START-END/TOTAL": must continue exactly where we stopped, on the same bytes.
+                  const std::string cr = r.get_header_value("Content-Range");
+                  unsigned long long start = 0, end = 0, all = 0;
+                  const bool ok = std::sscanf(cr.c_str(), "bytes %llu-%llu/%llu", &start, &end, &all) == 3;
+                  if (!ok || start != body.size() || all != total || r.get_header_value("ETag") != etag) {
+                    body.clear();  // the resource changed or the server misbehaved: start over
+                    return false;
+                  }
+                  accept = true;
+                }
+                return true;
+              },
+              [&](const char* data, size_t n) {
+                if (accept) {
+                  body.insert(body.end(), reinterpret_cast<const uint8_t*>(data),
+                              reinterpret_cast<const uint8_t*>(data) + n);
+                  stats.body_bytes += n;
+                } else if (error_body.size() < kMaxErrorBodyBytes) {
+                  error_body.append(data, n);
+                }
+                return true;
+              });
+          AttemptOutcome out;
+          if (!res) {
+            out.detail = httplib::to_string(res.error()) + " after " + std::to_string(body.size()) + " of " +
+                         std::to_string(total) + " bytes";
+            return out;
+          }
+          out.status = status;
+          if (accept) {
+            out.done = body.size() == total;
+            out.retry = true;
+            out.detail =
+                "short body (" + std::to_string(body.size()) + " of " + std::to_string(total) + " bytes)";
+            return out;
+          }
+          out.detail = error_header.empty() ? server_message(error_body) : error_header;
+          if (status == 416) {  // our Range no longer fits: fetch the whole body again
+            body.clear();
+            out.retry = true;
+          } else if (status == 404 && path != original) {
+            path = original;  // the pinned anchor was retired meanwhile: take the newest again
+            body.clear();
+            out.retry = true;
+          }
+          return out;
+        },
+        &counters);
+    return body;
   }
 };
 
@@ -607,7 +518,10 @@ void PatchClient::confirm(const std::string& worker_id, uint64_t version, uint64
 
 HttpClientStats PatchClient::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  HttpClientStats s = impl_->stats;
+  s.requests = impl_->counters.attempts;
+  s.retries = impl_->counters.retries;
+  return s;
 }
 
 }  // namespace pulse::sync

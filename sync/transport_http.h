@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "sync/http_common.h"  // load_token, constant_time_equal, RetryPolicy
 #include "sync/transport_source.h"
 #include "sync/version_store.h"
 
@@ -112,13 +113,5 @@ class PatchClient : public PatchSource {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-/// The bearer token: the value of environment variable `env_var` when set and non-empty, else the first
-/// line of `file` (surrounding whitespace trimmed) when `file` is non-empty, else "" (no authentication).
-/// Throws std::runtime_error naming the file when it cannot be read or holds an empty token.
-std::string load_token(const std::string& env_var, const std::string& file);
-
-/// Constant-time equality (time depends only on the lengths), for secrets such as bearer tokens.
-bool constant_time_equal(const std::string& a, const std::string& b);
 
 }  // namespace pulse::sync

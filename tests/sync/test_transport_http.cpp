@@ -1,11 +1,11 @@
 // HTTP transport on loopback: bearer auth on every route, bad requests, Range resume of a cut transfer,
-// a corrupted patch rejected and fetched again, a late worker catching up, retries, tokens, TLS.
+// a corrupted patch rejected and fetched again, a late worker catching up, retries, TLS. Token checks and
+// the retry loop on their own: test_http_common.cpp.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "sync/hash.h"
@@ -19,27 +19,6 @@
 
 using namespace pulse::sync;
 using pulse::test::ToyModel;
-
-TEST_CASE("constant_time_equal and load_token", "[sync][http]") {
-  CHECK(constant_time_equal("abc", "abc"));
-  CHECK_FALSE(constant_time_equal("abc", "abd"));
-  CHECK_FALSE(constant_time_equal("abc", "abcd"));
-  CHECK_FALSE(constant_time_equal("", "a"));
-  CHECK(constant_time_equal("", ""));
-
-  const std::string dir = pulse::test::make_temp_dir("token");
-  const std::string file = dir + "/token";
-  std::ofstream(file) << "  s3cret-from-file \nsecond line ignored\n";
-  ::unsetenv("PULSE_TEST_TOKEN_UNSET");
-  CHECK(load_token("PULSE_TEST_TOKEN_UNSET", file) == "s3cret-from-file");
-  ::setenv("PULSE_TEST_TOKEN", "from-env", 1);
-  CHECK(load_token("PULSE_TEST_TOKEN", file) == "from-env");
-  CHECK(load_token("PULSE_TEST_TOKEN_UNSET", "") == "");
-  CHECK_THROWS_WITH(load_token("PULSE_TEST_TOKEN_UNSET", dir + "/missing"), Catch::Contains("missing"));
-  std::ofstream(dir + "/empty") << "\n";
-  CHECK_THROWS_WITH(load_token("", dir + "/empty"), Catch::Contains("empty"));
-  std::filesystem::remove_all(dir);
-}
 
 namespace {
 
