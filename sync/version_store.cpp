@@ -114,108 +114,25 @@ VersionStore::VersionStore(std::string dir, RetentionPolicy policy, PatchOptions
   if (policy_.keep_anchors == 0) policy_.keep_anchors = 1;
   if (!dir_.empty()) {
     std::filesystem::create_directories(dir_);
-    reopen_dir();
+    remove_stale_files();
   }
 }
 
-OwnedTensors VersionStore::rebuild_locked(uint64_t version) const {
-  Plan plan;
-  if (!plan_locked(version, version, plan)) {
-    throw std::out_of_range("version " + std::to_string(version) + " is not reconstructible");
-  }
-  OwnedTensors state = OwnedTensors::zeros_like(inspect_patch(plan.anchor->data(), plan.anchor->size()));
-  auto mv = state.mutable_views();
-  apply_or_throw(mv, plan.anchor);
-  for (const auto& p : plan.to_from) apply_or_throw(mv, p);
-  return state;
-}
-
-void VersionStore::reopen_dir() {
-  std::map<uint64_t, std::string> anchor_files, patch_files;  // version -> file name
+void VersionStore::remove_stale_files() const {
+  std::vector<std::string> stale;
   for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
     const std::string name = entry.path().filename().string();
+    // A crash may also leave write_file_atomic's "<name>.tmp.<pid>.<n>" behind.
+    const size_t tmp = name.find(".pulse.tmp.");
+    const std::string base = tmp == std::string::npos ? name : name.substr(0, tmp + 6);
     unsigned long long a = 0, b = 0;
     char tail[8] = {0};
-    if (std::sscanf(name.c_str(), "anchor-%20llu.puls%1s", &a, tail) == 2 && name == anchor_name(a)) {
-      anchor_files[a] = name;
-    } else if (std::sscanf(name.c_str(), "patch-%20llu-%20llu.puls%1s", &a, &b, tail) == 3 && b == a + 1 &&
-               name == patch_name(a, b)) {
-      patch_files[b] = name;
-    }
+    if ((std::sscanf(base.c_str(), "anchor-%20llu.puls%1s", &a, tail) == 2 && base == anchor_name(a)) ||
+        (std::sscanf(base.c_str(), "patch-%20llu-%20llu.puls%1s", &a, &b, tail) == 3 &&
+         base == patch_name(a, b)))
+      stale.push_back(name);
   }
-  if (anchor_files.empty()) return;
-  auto load = [&](const std::string& name) {
-    const std::string bytes = read_file(dir_ + "/" + name);
-    auto blob = make_blob(std::vector<uint8_t>(bytes.begin(), bytes.end()));
-    try {
-      const PatchInfo info = inspect_patch(blob->data(), blob->size());
-      return std::make_pair(blob, info.target_root_hash);
-    } catch (const PatchError& e) {
-      throw std::runtime_error("cannot reopen version store: '" + dir_ + "/" + name + "': " + e.what());
-    }
-  };
-  uint64_t head = anchor_files.rbegin()->first;
-  while (patch_files.count(head + 1)) ++head;
-  for (const auto& [v, name] : anchor_files) {
-    if (v > head) continue;
-    auto [blob, root] = load(name);
-    anchors_[v] = blob;
-    root_hashes_[v] = root;
-  }
-  for (const auto& [v, name] : patch_files) {
-    if (v > head || v <= anchors_.begin()->first) continue;
-    auto [blob, root] = load(name);
-    patches_[v] = blob;
-    root_hashes_[v] = root;
-  }
-  // Files beyond the chain (after a gap) can never be served: drop them.
-  for (const auto& [v, name] : anchor_files)
-    if (v > head) remove_blob(name);
-  for (const auto& [v, name] : patch_files)
-    if (v > head || v <= anchors_.begin()->first) remove_blob(name);
-
-  std::lock_guard<std::mutex> lock(mu_);
-  published_ = true;
-  first_version_ = anchors_.begin()->first;
-  head_.version = head;
-  try {
-    auto latest = std::make_shared<const OwnedTensors>(rebuild_locked(head));
-    head_.root_hash = root_hash(latest->views());
-    latest_ = latest;
-  } catch (const PatchError& e) {
-    throw std::runtime_error("cannot reopen version store '" + dir_ + "' at version " + std::to_string(head) +
-                             ": " + e.what());
-  }
-  if (head_.root_hash != root_hashes_.at(head)) {
-    throw std::runtime_error("cannot reopen version store '" + dir_ + "': rebuilt version " +
-                             std::to_string(head) + " does not match its recorded root hash");
-  }
-  retain_locked();
-}
-
-void VersionStore::rewind_to(uint64_t version) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!published_ || version > head_.version) {
-    throw std::out_of_range("cannot rewind to version " + std::to_string(version) + ": head is " +
-                            std::to_string(head_.version));
-  }
-  if (version == head_.version) return;
-  auto latest = std::make_shared<const OwnedTensors>(rebuild_locked(version));
-  for (auto it = patches_.upper_bound(version); it != patches_.end();) {
-    remove_blob(patch_name(it->first - 1, it->first));
-    it = patches_.erase(it);
-  }
-  for (auto it = anchors_.upper_bound(version); it != anchors_.end();) {
-    remove_blob(anchor_name(it->first));
-    it = anchors_.erase(it);
-  }
-  root_hashes_.erase(root_hashes_.upper_bound(version), root_hashes_.end());
-  for (auto it = workers_.begin(); it != workers_.end();)
-    it = it->second > version ? workers_.erase(it) : std::next(it);
-  composed_.clear();
-  composed_order_.clear();
-  latest_ = latest;
-  head_ = VersionHead{version, root_hashes_.at(version)};
+  for (const auto& name : stale) remove_blob(name);
 }
 
 std::string VersionStore::patch_name(uint64_t from, uint64_t to) {

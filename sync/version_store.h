@@ -78,17 +78,14 @@ using Blob = std::shared_ptr<const std::vector<uint8_t>>;
 class VersionStore {
  public:
   /// dir: where patches and anchors are also written as files (atomically: sync/atomic_file.h), named
-  /// patch-<from>-<to>.pulse and anchor-<v>.pulse with 20-digit zero-padded versions; "" = memory only.
-  /// When `dir` already holds such files (a resumed run), the store reopens them: head = the end of the
-  /// unbroken patch chain from the newest anchor, rebuilt and verified; files past a gap are deleted.
-  /// encode_options: codec settings for every patch and anchor (its base/target versions are set per call).
-  /// Throws std::runtime_error naming a file that fails to decode.
+  /// patch-<from>-<to>.pulse and anchor-<v>.pulse with 20-digit zero-padded versions, and removed again as
+  /// retention drops them; "" = memory only. The files are a copy for inspection (`pulse sync inspect`):
+  /// the store serves from memory and never reads them back. Such files left in `dir` by an earlier store
+  /// (a killed run) are deleted here, so that the folder only ever holds this store's versions; nothing else
+  /// in `dir` is touched. encode_options: codec settings for every patch and anchor (its base/target
+  /// versions are set per call). Throws std::filesystem::filesystem_error when `dir` cannot be created or
+  /// listed.
   VersionStore(std::string dir, RetentionPolicy policy, PatchOptions encode_options);
-
-  /// Forgets every version after `version`, which becomes the head (a resumed trainer whose checkpoint
-  /// is older than the last publish re-publishes from there). Workers confirmed past it are dropped.
-  /// Throws std::out_of_range when `version` is not reconstructible.
-  void rewind_to(uint64_t version);
 
   /// Publishes `weights` (BF16 views, HF names, any order) as `version`: it must be head+1, or anything for
   /// the first publish, which is stored as an anchor. Encodes the patch head -> version against the
@@ -132,9 +129,7 @@ class VersionStore {
  private:
   struct Plan;  // the blobs needed to rebuild a version, gathered under the lock
   bool plan_locked(uint64_t from, uint64_t to, Plan& plan) const;
-  void reopen_dir();
-  /// Rebuilds `version` from the stored anchor + patches (throws PatchError on a bad blob).
-  OwnedTensors rebuild_locked(uint64_t version) const;
+  void remove_stale_files() const;
   void retain_locked();
   void write_blob(const std::string& name, const Blob& blob) const;
   void remove_blob(const std::string& name) const;

@@ -226,45 +226,38 @@ TEST_CASE("retention never breaks a confirmed worker's chain (randomized schedul
   CHECK(store.stats().anchors_stored <= 2);
 }
 
-TEST_CASE("a version store reopens its folder after a crash and can rewind", "[sync][version_store]") {
-  const std::string dir = pulse::test::make_temp_dir("version_store_reopen");
+TEST_CASE("a version store deletes the files a killed store left in its folder and starts empty",
+          "[sync][version_store]") {
+  const std::string dir = pulse::test::make_temp_dir("version_store_stale");
   ToyModel model(8);
-  ToyModel twin(8);  // the same trajectory, published into a store that never crashes
-  VersionStore reference("", RetentionPolicy{5, 2}, pulse::test::test_codec());
-  std::map<uint64_t, OwnedTensors> states;
   {
     VersionStore store(dir, RetentionPolicy{5, 2}, pulse::test::test_codec());
-    publish_range(store, model, 0, 7, &states);
-  }  // "killed" after publishing 7
-  publish_range(reference, twin, 0, 7);
-  // Debris of a crash: a temp file and a patch past a gap.
+    publish_range(store, model, 0, 7);
+  }  // "killed" after publishing 7: anchors 0 and 5, patches 1..7 stay on disk
+  // Debris of a crash: a temp file of write_file_atomic and a patch past a gap; and a file that is not ours.
   std::ofstream(dir + "/patch-00000000000000000007-00000000000000000008.pulse.tmp.99.0") << "partial";
   write_file_atomic(dir + "/patch-00000000000000000008-00000000000000000009.pulse", "orphan");
+  std::ofstream(dir + "/notes.txt") << "kept";
+  std::ofstream(dir + "/anchor-7.pulse") << "not a store name: kept";
 
   VersionStore store(dir, RetentionPolicy{5, 2}, pulse::test::test_codec());
-  REQUIRE(store.published());
-  CHECK(store.head().version == 7);
+  CHECK_FALSE(store.published());
+  auto names = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  CHECK(names() == std::vector<std::string>{"anchor-7.pulse", "notes.txt"});
+
+  // A resumed trainer publishes its checkpoint's weights as the first version: stored as an anchor.
+  store.publish(3, model.views());
+  CHECK(store.head().version == 3);
   CHECK(store.head().root_hash == model.root());
-  CHECK(store.anchor_versions() == std::vector<uint64_t>{0, 5});
-  CHECK_FALSE(std::filesystem::exists(dir + "/patch-00000000000000000008-00000000000000000009.pulse"));
-  OwnedTensors w = states.at(3);
-  apply_blob(w, store.patch(3, 7));
-  CHECK(root_hash(w.views()) == model.root());
-
-  // Publishing continues exactly as in the uninterrupted store.
-  model.step();
-  twin.step();
-  CHECK(*store.publish(8, model.views()) == *reference.publish(8, twin.views()));
-
-  // A checkpoint older than the head: rewind, then re-publish the same weights -> the same patch bytes.
-  const Blob p7_8 = store.patch(7, 8);
-  store.confirm("w", 8, store.root_hash_of(8));
-  store.rewind_to(7);
-  CHECK(store.head().version == 7);
-  CHECK(store.head().root_hash == root_hash(states.at(7).views()));
-  CHECK(store.worker_versions().empty());
-  CHECK_THROWS_AS(store.root_hash_of(8), std::out_of_range);
-  CHECK(*store.publish(8, model.views()) == *p7_8);
-  CHECK_THROWS_AS(store.rewind_to(9), std::out_of_range);
+  CHECK(names() ==
+        std::vector<std::string>{"anchor-00000000000000000003.pulse", "anchor-7.pulse", "notes.txt"});
+  const std::string bytes = read_file(dir + "/anchor-00000000000000000003.pulse");
+  CHECK(std::vector<uint8_t>(bytes.begin(), bytes.end()) == *store.anchor(3));
   std::filesystem::remove_all(dir);
 }
