@@ -92,46 +92,55 @@ PULSE_GATE_AVX512 inline __m512i bf16_rne_avx512(__m512 x) {
   return _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
 }
 
+/// One vector of 16 elements at i (kFull) or the last n - i < 16 (masked loads: lanes past n read as 0
+/// and never fault; masked stores). Appends the fired entries at out + k; returns the fired count.
+template <bool kFull>
+PULSE_GATE_AVX512 __attribute__((always_inline)) inline unsigned gate_vector_avx512(
+    const float* g, const float* l, float* r, size_t i, size_t n, bool open, __m512i index,
+    uint32_t* out_index, float* out_value, uint64_t k, __mmask16& nonfinite) {
+  const __mmask16 live = kFull ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+  const __m512 gv = kFull ? _mm512_loadu_ps(g + i) : _mm512_maskz_loadu_ps(live, g + i);
+  const __m512 lv = kFull ? _mm512_loadu_ps(l + i) : _mm512_maskz_loadu_ps(live, l + i);
+  const __m512 rv = kFull ? _mm512_loadu_ps(r + i) : _mm512_maskz_loadu_ps(live, r + i);
+  const __m512i abs_mask = _mm512_set1_epi32(kAbsMask), exp_mask = _mm512_set1_epi32(kExpMask);
+  __m512i sb = _mm512_castps_si512(_mm512_add_ps(rv, _mm512_sub_ps(gv, lv)));
+  sb = _mm512_mask_mov_epi32(sb, _mm512_cmpgt_epu32_mask(_mm512_and_si512(sb, abs_mask), exp_mask),
+                             _mm512_set1_epi32(kCanonicalNan));
+  const __m512 s = _mm512_castsi512_ps(sb);
+  nonfinite |= _mm512_mask_cmpeq_epi32_mask(live, _mm512_and_si512(sb, exp_mask), exp_mask);
+  const __mmask16 fire =
+      open ? live
+           : _mm512_mask_cmpneq_epi32_mask(live, bf16_rne_avx512(gv), bf16_rne_avx512(_mm512_sub_ps(gv, s)));
+  const __m512 kept = _mm512_maskz_mov_ps(static_cast<__mmask16>(~fire), s);
+  const __m512i packed_index = _mm512_maskz_compress_epi32(fire, index);
+  const __m512 packed_value = _mm512_maskz_compress_ps(fire, s);
+  const unsigned count = static_cast<unsigned>(__builtin_popcount(fire));
+  if (kFull) {  // k <= i and i + 16 <= n: the whole vector fits the caller's n entries
+    _mm512_storeu_ps(r + i, kept);
+    _mm512_storeu_si512(out_index + k, packed_index);
+    _mm512_storeu_ps(out_value + k, packed_value);
+  } else {
+    const __mmask16 keep = static_cast<__mmask16>((1u << count) - 1);
+    _mm512_mask_storeu_ps(r + i, live, kept);
+    _mm512_mask_storeu_epi32(out_index + k, keep, packed_index);
+    _mm512_mask_storeu_ps(out_value + k, keep, packed_value);
+  }
+  return count;
+}
+
 PULSE_GATE_AVX512 LocoGateResult gate_avx512(const float* g, const float* l, float* r, size_t n, bool open,
                                              uint32_t* out_index, float* out_value, uint32_t index_base) {
-  const __m512i abs_mask = _mm512_set1_epi32(kAbsMask), exp_mask = _mm512_set1_epi32(kExpMask);
-  const __m512i canonical_nan = _mm512_set1_epi32(kCanonicalNan);
   __m512i index = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(index_base)),
                                    _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
   const __m512i step = _mm512_set1_epi32(16);
   __mmask16 nonfinite = 0;
   uint64_t k = 0;
-  for (size_t i = 0; i < n; i += 16) {
-    const bool full = n - i >= 16;
-    // The last partial vector: masked loads (lanes past n read as 0 and never fault), masked stores.
-    const __mmask16 live =
-        full ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 gv = _mm512_maskz_loadu_ps(live, g + i);
-    const __m512 lv = _mm512_maskz_loadu_ps(live, l + i);
-    const __m512 rv = _mm512_maskz_loadu_ps(live, r + i);
-    __m512i sb = _mm512_castps_si512(_mm512_add_ps(rv, _mm512_sub_ps(gv, lv)));
-    sb = _mm512_mask_mov_epi32(sb, _mm512_cmpgt_epu32_mask(_mm512_and_si512(sb, abs_mask), exp_mask),
-                               canonical_nan);
-    const __m512 s = _mm512_castsi512_ps(sb);
-    nonfinite |= _mm512_mask_cmpeq_epi32_mask(live, _mm512_and_si512(sb, exp_mask), exp_mask);
-    const __mmask16 fire = open ? live
-                                : _mm512_mask_cmpneq_epi32_mask(live, bf16_rne_avx512(gv),
-                                                                bf16_rne_avx512(_mm512_sub_ps(gv, s)));
-    _mm512_mask_storeu_ps(r + i, live, _mm512_maskz_mov_ps(static_cast<__mmask16>(~fire), s));
-    const __m512i packed_index = _mm512_maskz_compress_epi32(fire, index);
-    const __m512 packed_value = _mm512_maskz_compress_ps(fire, s);
-    const unsigned count = static_cast<unsigned>(__builtin_popcount(fire));
-    if (full) {  // k <= i and i + 16 <= n: the whole vector fits the caller's n entries
-      _mm512_storeu_si512(out_index + k, packed_index);
-      _mm512_storeu_ps(out_value + k, packed_value);
-    } else {
-      const __mmask16 keep = static_cast<__mmask16>((1u << count) - 1);
-      _mm512_mask_storeu_epi32(out_index + k, keep, packed_index);
-      _mm512_mask_storeu_ps(out_value + k, keep, packed_value);
-    }
-    k += count;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    k += gate_vector_avx512<true>(g, l, r, i, n, open, index, out_index, out_value, k, nonfinite);
     index = _mm512_add_epi32(index, step);
   }
+  if (i < n) k += gate_vector_avx512<false>(g, l, r, i, n, open, index, out_index, out_value, k, nonfinite);
   LocoGateResult res;
   res.fired = k;
   res.nonfinite = nonfinite != 0;
