@@ -73,11 +73,11 @@ void reserve_block(EncodedTensor& out, uint64_t changes, uint64_t tail_bytes, ui
   for (auto& p : out.planes) grow_for(p, emit16_room(changes), n, done);
 }
 
-/// Scans base vs target (n elements of type U) block by block: the SIMD diff masks (sync/diff_scan.h),
+/// Scans base vs target (n elements of type U) block by block: the SIMD diff masks (kernels/diff_scan.h),
 /// then, per changed element, its varint gap (head byte + tail bytes) and its stored value's bytes,
 /// written straight into the streams; both sides are hashed while the block is in L2 (sets
 /// out.info.target_hash and, with hash_base, out.base_hash). 2-byte elements go through the fused kernel
-/// of sync/diff_emit16.h.
+/// of kernels/diff_emit16.h.
 template <typename U>
 void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, EncodedTensor& out,
                  bool hash_base) {
