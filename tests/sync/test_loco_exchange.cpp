@@ -423,6 +423,46 @@ TEST_CASE("loco: every truncation and every flipped byte is refused with a LocoE
   CHECK_THROWS_WITH(decode(flipped, 1, 2, 3, table), Catch::Contains("checksum mismatch"));
 }
 
+TEST_CASE("loco: any edit behind a valid checksum is refused or decodes to a valid contribution",
+          "[sync][loco]") {
+  // The checks after the checksum on their own: every byte edited, checksum recomputed. Either a
+  // LocoError or (e.g. an edited value byte) a contribution that still satisfies every invariant.
+  std::vector<LocoTensorSpec> table;
+  std::vector<Fired> fired;
+  for (int level : {1, 0}) {
+    LocoEncodeOptions opt;
+    opt.zstd_level = level;
+    auto buf = mixed_buffer(table, fired);
+    if (level == 0) buf = encode_loco_contribution(1, 2, 3, table, views(fired), opt);
+    size_t refused = 0, accepted = 0;
+    for (size_t at = 0; at + 8 < buf.size(); ++at)
+      for (uint8_t x : {uint8_t{0x01}, uint8_t{0x40}, uint8_t{0x80}, uint8_t{0xff}}) {
+        std::vector<uint8_t> bad = buf;
+        bad[at] ^= x;
+        reseal(bad);
+        INFO("level " << level << " byte " << at << " xor " << int(x));
+        try {
+          const LocoContribution c = decode(bad, 1, 2, 3, table);
+          ++accepted;
+          REQUIRE(c.tensors.size() == table.size());
+          for (size_t t = 0; t < table.size(); ++t) {
+            const auto& ct = c.tensors[t];
+            REQUIRE(ct.values.size() == ct.indices.size());
+            for (size_t j = 0; j < ct.indices.size(); ++j) {
+              REQUIRE(ct.indices[j] < table[t].numel);
+              if (j) REQUIRE(ct.indices[j] > ct.indices[j - 1]);
+              REQUIRE(std::isfinite(ct.values[j]));
+            }
+          }
+        } catch (const LocoError&) {
+          ++refused;
+        }
+      }
+    CHECK(refused > 0);
+    CHECK(accepted > 0);
+  }
+}
+
 TEST_CASE("loco: wrong rank, world size, round or tensor table is refused", "[sync][loco]") {
   std::vector<LocoTensorSpec> table;
   std::vector<Fired> fired;
