@@ -10,6 +10,7 @@
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/job.h"
+#include "app/launch.h"
 #include "app/report.h"
 
 namespace pulse::app {
@@ -94,6 +95,7 @@ int run_cli(int argc, char** argv) {
 
   register_sync_commands(app);
   register_reward_commands(app);
+  register_launch_command(app, argc, argv);
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
   register_model_bench(*bench);
