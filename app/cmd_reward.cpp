@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "app/commands.h"
-#include "rl/datasets.h"
+#include "datasets/loaders.h"
 #include "rl/math_grader.h"
 #include "rl/mbpp_sandbox.h"
 
@@ -83,7 +83,7 @@ void register_reward_commands(CLI::App& root) {
       ->check(CLI::ExistingFile);
   mbpp->callback([o] {
     with_input_errors_as_2([&] {
-      auto tasks = rl::load_mbpp_jsonl(o->task_path);
+      auto tasks = datasets::load_mbpp_jsonl(o->task_path);
       if (tasks.size() != 1)
         throw std::runtime_error(o->task_path + ": expected exactly one MBPP record, found " +
                                  std::to_string(tasks.size()));

@@ -10,25 +10,21 @@
 #include <regex>
 #include <stdexcept>
 
+#include "datasets/loaders.h"
+#include "datasets/split.h"
+#include "datasets/synthetic.h"
+#include "kernels/splitmix64.h"
 #include "model/checkpoint.h"
 #include "model/default_config.h"
-#include "rl/datasets.h"
 #include "rl/sft.h"
-#include "rl/split.h"
-#include "rl/synthetic.h"
 
 namespace fs = std::filesystem;
 
 namespace pulse::app {
 
 uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b) {
-  auto mix = [](uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  };
-  return mix(mix(mix(seed) ^ a) ^ b);
+  using kernels::splitmix64;
+  return splitmix64(splitmix64(splitmix64(seed) ^ a) ^ b);
 }
 
 ProblemSets load_problems(const Config& config) {
@@ -36,15 +32,16 @@ ProblemSets load_problems(const Config& config) {
   auto load_file = [&](const std::string& path) -> std::vector<rl::Problem> {
     if (!fs::exists(path))
       throw std::runtime_error("data: file '" + path + "' not found (key data.path / data.eval_path)");
-    if (d.task == "math") return rl::load_math_jsonl(path);
-    if (d.task == "mbpp") return rl::load_mbpp_jsonl(path);
-    return rl::load_gsm8k_jsonl(path);
+    if (d.task == "math") return datasets::load_math_jsonl(path);
+    if (d.task == "mbpp") return datasets::load_mbpp_jsonl(path);
+    return datasets::load_gsm8k_jsonl(path);
   };
   std::vector<rl::Problem> all;
   if (d.task == "synthetic_math") {
-    all = rl::synthetic_math(d.n_problems, static_cast<uint64_t>(d.seed), static_cast<int>(d.max_level));
+    all =
+        datasets::synthetic_math(d.n_problems, static_cast<uint64_t>(d.seed), static_cast<int>(d.max_level));
   } else if (d.task == "synthetic_code") {
-    all = rl::synthetic_code(d.n_problems, static_cast<uint64_t>(d.seed));
+    all = datasets::synthetic_code(d.n_problems, static_cast<uint64_t>(d.seed));
   } else if (!d.path.empty()) {
     all = load_file(d.path);
   }
@@ -53,7 +50,7 @@ ProblemSets load_problems(const Config& config) {
     sets.train = std::move(all);
     sets.held_out = load_file(d.eval_path);
   } else {
-    auto split = rl::split_problems(std::move(all), d.held_out_fraction, static_cast<uint64_t>(d.seed));
+    auto split = datasets::split_problems(std::move(all), d.held_out_fraction, static_cast<uint64_t>(d.seed));
     sets.train = std::move(split.train);
     sets.held_out = std::move(split.held_out);
   }

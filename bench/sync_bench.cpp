@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "kernels/bf16.h"
+#include "kernels/splitmix64.h"
 #include "sync/atomic_file.h"
 #include "sync/parallel.h"
 #include "sync/patch.h"
@@ -92,15 +93,10 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> synthetic_shapes(uint6
   return out;
 }
 
-/// splitmix64: seeds and a fast generator for the synthetic weights.
+/// SplitMix64 (kernels/splitmix64.h): a fast seeded generator for the synthetic weights.
 struct SplitMix {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  kernels::SplitMix64 gen;
+  uint64_t next() { return gen.next(); }
   /// Two standard normals (Box-Muller).
   std::pair<float, float> normals() {
     const double u1 = (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53;
@@ -130,7 +126,7 @@ void make_synthetic(uint64_t elements, uint64_t seed, double lr_d, int threads,
       jobs.push_back({t, s, std::min(kBlock, base[t].bytes.size() / 2 - s)});
   sync::parallel_for(jobs.size(), threads, [&](size_t j) {
     const Job& job = jobs[j];
-    SplitMix rng{seed * 0x100000001b3ull ^ (static_cast<uint64_t>(job.tensor) << 40) ^ job.start};
+    SplitMix rng{{seed * 0x100000001b3ull ^ (static_cast<uint64_t>(job.tensor) << 40) ^ job.start}};
     std::vector<float> master(job.count), m(job.count, 0.f), v(job.count, 0.f);
     for (size_t i = 0; i < job.count; i += 2) {
       auto [a, b] = rng.normals();

@@ -7,14 +7,13 @@
 #include <limits>
 #include <stdexcept>
 
+#include "kernels/splitmix64.h"
+
 namespace pulse::model {
 
 double request_uniform(uint64_t seed, uint64_t step) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (step + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);  // 53 random bits
+  // Output step + 1 of a SplitMix64 generator seeded with `seed`, as 53 random bits.
+  return kernels::splitmix64_unit(kernels::splitmix64_mix(seed + kernels::kSplitMix64Gamma * (step + 1)));
 }
 
 std::pair<torch::Tensor, torch::Tensor> sample_tokens(const torch::Tensor& logits,

@@ -22,14 +22,13 @@
 #include <optional>
 #include <string>
 
+#include "datasets/boxed.h"
 #include "rl/reward.h"
 
 namespace pulse::rl {
 
-/// Content of the last \boxed{...} or \fbox{...} (nested braces kept, escaped braces skipped while
-/// matching), or of "\boxed 5" (up to "$", a newline or the end). nullopt when there is none or the
-/// last one is unclosed.
-std::optional<std::string> extract_boxed(const std::string& text);
+/// The last \boxed{} answer of a text (datasets/boxed.h).
+using datasets::extract_boxed;
 
 /// True when two answer strings denote the same answer (see the tiers above). Strings over 1000
 /// characters are unequal (std::regex would overflow the stack on them). Never throws.

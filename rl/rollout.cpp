@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "kernels/splitmix64.h"
 #include "model/chat_template.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
@@ -11,21 +12,12 @@
 
 namespace pulse::rl {
 
-namespace {
-/// SplitMix64 finalizer (Steele, Lea & Flood 2014).
-uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-}  // namespace
-
 uint64_t rollout_seed(uint64_t run_seed, uint64_t step_seed, int64_t problem_index, int64_t sample_index) {
-  uint64_t h = mix64(run_seed);
-  h = mix64(h ^ step_seed);
-  h = mix64(h ^ static_cast<uint64_t>(problem_index));
-  return mix64(h ^ static_cast<uint64_t>(sample_index));
+  using kernels::splitmix64;
+  uint64_t h = splitmix64(run_seed);
+  h = splitmix64(h ^ step_seed);
+  h = splitmix64(h ^ static_cast<uint64_t>(problem_index));
+  return splitmix64(h ^ static_cast<uint64_t>(sample_index));
 }
 
 std::vector<int32_t> encode_prompt(const model::Tokenizer& tok, const model::PromptTemplate& tmpl,

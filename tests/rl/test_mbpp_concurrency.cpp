@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "rl/datasets.h"
+#include "datasets/loaders.h"
 #include "rl/grader.h"
 #include "rl/mbpp_sandbox.h"
 #include "tests/test_paths.h"
@@ -50,7 +50,8 @@ Batch make_batch(const std::vector<Problem>& tasks, size_t caller) {
 
 TEST_CASE("concurrent grade_batch callers all finish with correct verdicts", "[grader][mbpp][concurrency]") {
   REQUIRE(sandbox_available());
-  const std::vector<Problem> tasks = load_mbpp_jsonl(pulse::test::shared_path("datasets/mbpp.jsonl"));
+  const std::vector<Problem> tasks =
+      pulse::datasets::load_mbpp_jsonl(pulse::test::shared_path("datasets/mbpp.jsonl"));
   REQUIRE(tasks.size() > 100);
   const size_t callers = 3;
   std::vector<Batch> batches;

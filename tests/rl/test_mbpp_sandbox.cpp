@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "rl/datasets.h"
+#include "datasets/loaders.h"
 #include "rl/grader.h"
 #include "rl/mbpp_sandbox.h"
 #include "tests/test_paths.h"
@@ -29,7 +29,8 @@ Problem add_one_task() {
 }
 
 const std::vector<Problem>& mbpp() {
-  static const std::vector<Problem> tasks = load_mbpp_jsonl(pulse::test::shared_path("datasets/mbpp.jsonl"));
+  static const std::vector<Problem> tasks =
+      pulse::datasets::load_mbpp_jsonl(pulse::test::shared_path("datasets/mbpp.jsonl"));
   return tasks;
 }
 

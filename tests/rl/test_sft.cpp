@@ -1,6 +1,7 @@
 // SFT warm start, rollout collection and evaluation on synthetic arithmetic with a tiny model.
 #include <catch2/catch.hpp>
 
+#include "datasets/synthetic.h"
 #include "model/chat_template.h"
 #include "model/transformer.h"
 #include "rl/eval.h"
@@ -8,7 +9,6 @@
 #include "rl/optimizer.h"
 #include "rl/rollout.h"
 #include "rl/sft.h"
-#include "rl/synthetic.h"
 #include "rl_test_util.h"
 
 using namespace pulse;
@@ -30,7 +30,7 @@ TEST_CASE("sft_target formats the reference so the grader accepts it", "[sft]") 
 
 TEST_CASE("SFT makes a from-scratch tiny model earn reward; rollouts and eval are reproducible",
           "[sft][eval]") {
-  const auto problems = rl::synthetic_math(600, 3, 1);  // level 1: a+b
+  const auto problems = datasets::synthetic_math(600, 3, 1);  // level 1: a+b
   const auto tok = std::make_unique<test::CharTokenizer>();
   const auto tmpl = model::PromptTemplate::preset("plain");
   torch::manual_seed(42);

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "rl/problem.h"
+#include "datasets/problem.h"
 
-namespace pulse::rl {
+namespace pulse::datasets {
 
 /// n arithmetic/algebra problems, levels 1..max_level (clamped to 1..5) in rotation (problem i has
 /// level 1 + i % max_level). Each solution is a short regular worked solution ending in \boxed{answer}:
@@ -24,4 +24,4 @@ std::vector<Problem> synthetic_math(int64_t n, uint64_t seed, int max_level = 3)
 /// Problem i depends only on (seed, i). ids "synthetic/code/<i>".
 std::vector<Problem> synthetic_code(int64_t n, uint64_t seed);
 
-}  // namespace pulse::rl
+}  // namespace pulse::datasets

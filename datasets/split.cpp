@@ -1,23 +1,22 @@
 // Seeded, order-independent train / held-out split.
-#include "rl/split.h"
+#include "datasets/split.h"
 
 #include <stdexcept>
 #include <string>
 
-namespace pulse::rl {
+#include "kernels/splitmix64.h"
+
+namespace pulse::datasets {
 namespace {
 
-// FNV-1a over the id, then SplitMix64 finalization mixed with the seed: stable across platforms.
+// FNV-1a over the id, then the SplitMix64 mixer of it xor (seed + gamma): stable across platforms.
 uint64_t id_hash(const std::string& id, uint64_t seed) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : id) {
     h ^= c;
     h *= 1099511628211ull;
   }
-  uint64_t z = h ^ (seed + 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return kernels::splitmix64_mix(h ^ (seed + kernels::kSplitMix64Gamma));
 }
 
 }  // namespace
@@ -28,11 +27,10 @@ Split split_problems(std::vector<Problem> problems, double held_out_fraction, ui
                                 std::to_string(held_out_fraction));
   Split s;
   for (auto& p : problems) {
-    // Top 53 bits as a double in [0, 1).
-    double u = static_cast<double>(id_hash(p.id, seed) >> 11) * (1.0 / 9007199254740992.0);
+    const double u = kernels::splitmix64_unit(id_hash(p.id, seed));
     (u < held_out_fraction ? s.held_out : s.train).push_back(std::move(p));
   }
   return s;
 }
 
-}  // namespace pulse::rl
+}  // namespace pulse::datasets

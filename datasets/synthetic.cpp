@@ -1,5 +1,5 @@
 // Seeded synthetic math and code tasks with short, regular reference solutions.
-#include "rl/synthetic.h"
+#include "datasets/synthetic.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,24 +7,21 @@
 #include <numeric>
 #include <string>
 
-#include "rl/datasets.h"
+#include "datasets/loaders.h"
+#include "kernels/splitmix64.h"
 
-namespace pulse::rl {
+namespace pulse::datasets {
 namespace {
 
-// SplitMix64 stream: platform-stable (std::uniform_int_distribution is not specified bit-for-bit).
+// A SplitMix64 stream per (seed, problem index, stream): platform-stable (std::uniform_int_distribution
+// is not specified bit-for-bit). The first output is skipped.
 struct Rng {
-  uint64_t state;
+  kernels::SplitMix64 gen;
   Rng(uint64_t seed, uint64_t index, uint64_t stream)
-      : state(seed ^ (index * 0x9e3779b97f4a7c15ull) ^ (stream << 56)) {
+      : gen{seed ^ (index * kernels::kSplitMix64Gamma) ^ (stream << 56)} {
     next();
   }
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return gen.next(); }
   int64_t uniform(int64_t lo, int64_t hi) {  // inclusive
     return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1));
   }
@@ -250,4 +247,4 @@ std::vector<Problem> synthetic_code(int64_t n, uint64_t seed) {
   return out;
 }
 
-}  // namespace pulse::rl
+}  // namespace pulse::datasets

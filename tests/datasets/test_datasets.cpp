@@ -1,4 +1,5 @@
-// Dataset loaders on the real files, bad-line errors, synthetic generators and the seeded split.
+// Dataset loaders on the real files, bad-line errors, synthetic generators and the seeded split (no
+// LibTorch; that the reference solutions grade correct is tests/rl/test_dataset_grading.cpp).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -8,15 +9,13 @@
 #include <map>
 #include <set>
 
-#include "rl/datasets.h"
-#include "rl/grader.h"
-#include "rl/math_grader.h"
-#include "rl/mbpp_sandbox.h"
-#include "rl/split.h"
-#include "rl/synthetic.h"
+#include "datasets/boxed.h"
+#include "datasets/loaders.h"
+#include "datasets/split.h"
+#include "datasets/synthetic.h"
 #include "tests/test_paths.h"
 
-using namespace pulse::rl;
+using namespace pulse::datasets;
 using pulse::test::shared_path;
 
 namespace {
@@ -110,7 +109,7 @@ TEST_CASE("GSM8K answers are the #### numbers without commas", "[datasets]") {
   for (const auto& p : ps) {
     CHECK(p.answer.find(',') == std::string::npos);
     CHECK(p.solution.find("<<") == std::string::npos);
-    CHECK(grade_math(p.solution, p.answer).score == 1.0);  // the rewritten solution grades correct
+    CHECK(extract_boxed(p.solution) == p.answer);  // the rewritten solution ends in the boxed answer
   }
   auto train = load_gsm8k_jsonl(shared_path("datasets/gsm8k_train.jsonl"));
   CHECK(train.size() == 7473);
@@ -131,7 +130,7 @@ TEST_CASE("synthetic math: graded levels, short boxed solutions, deterministic",
   for (const auto& p : a) {
     levels[p.level]++;
     INFO(p.question << " -> " << p.solution);
-    CHECK(grade_math(p.solution, p.answer).score == 1.0);
+    CHECK(extract_boxed(p.solution) == p.answer);
     CHECK(p.solution.size() < 100);
     CHECK(p.kind == TaskKind::Math);
   }
@@ -145,30 +144,17 @@ TEST_CASE("synthetic math: graded levels, short boxed solutions, deterministic",
     if (p.level == 4) CHECK(p.question.rfind("Solve for x:", 0) == 0);
 }
 
-TEST_CASE("synthetic code: reference programs pass, wrong ones fail", "[datasets][synthetic][mbpp]") {
-  REQUIRE(sandbox_available());
+TEST_CASE("synthetic code: MBPP-format tasks, deterministic", "[datasets][synthetic]") {
   auto ps = synthetic_code(36, 11);
   REQUIRE(ps.size() == 36);
-  std::vector<const Problem*> ptrs;
-  std::vector<std::string> refs, wrong;
   std::set<std::string> kinds;
   for (const auto& p : ps) {
+    CHECK(p.kind == TaskKind::Code);
     CHECK(p.tests.size() == 3);
     CHECK(p.question.find(p.tests[0]) != std::string::npos);
-    ptrs.push_back(&p);
-    refs.push_back("```python\n" + p.solution + "```");
-    wrong.push_back(p.solution + "\n" + p.solution.substr(4, p.solution.find('(') - 4) +
-                    " = lambda *a: None\n");
     kinds.insert(p.solution.substr(0, p.solution.find('(')));
   }
   CHECK(kinds.size() >= 8);
-  auto ok = grade_batch(ptrs, refs, 2);
-  auto bad = grade_batch(ptrs, wrong, 2);
-  for (size_t i = 0; i < ps.size(); ++i) {
-    INFO(ps[i].solution << ps[i].tests[0] << " -> " << ok[i].reason);
-    CHECK(ok[i].score == 1.0);
-    CHECK(bad[i].score == 0.0);
-  }
   CHECK(synthetic_code(5, 11)[4].tests == ps[4].tests);
 }
 

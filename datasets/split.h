@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "rl/problem.h"
+#include "datasets/problem.h"
 
-namespace pulse::rl {
+namespace pulse::datasets {
 
 struct Split {
   std::vector<Problem> train, held_out;
@@ -17,4 +17,4 @@ struct Split {
 /// 0 <= held_out_fraction <= 1.
 Split split_problems(std::vector<Problem> problems, double held_out_fraction, uint64_t seed);
 
-}  // namespace pulse::rl
+}  // namespace pulse::datasets

@@ -1,5 +1,5 @@
 // JSON-lines dataset loaders with file:line errors.
-#include "rl/datasets.h"
+#include "datasets/loaders.h"
 
 #include <algorithm>
 #include <fstream>
@@ -8,9 +8,9 @@
 #include <regex>
 #include <stdexcept>
 
-#include "rl/math_grader.h"
+#include "datasets/boxed.h"
 
-namespace pulse::rl {
+namespace pulse::datasets {
 namespace {
 
 using nlohmann::json;
@@ -157,4 +157,4 @@ std::vector<Problem> load_gsm8k_jsonl(const std::string& path) {
   return out;
 }
 
-}  // namespace pulse::rl
+}  // namespace pulse::datasets

@@ -1,11 +1,11 @@
-// Dataset loaders: MATH, MBPP and GSM8K JSON-lines files into rl::Problem records.
+// Dataset loaders: MATH, MBPP and GSM8K JSON-lines files into Problem records.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "rl/problem.h"
+#include "datasets/problem.h"
 
-namespace pulse::rl {
+namespace pulse::datasets {
 
 /// MATH / MATH-500 jsonl (Hendrycks et al. 2021; prm800k math_splits): fields problem, solution,
 /// answer (optional or null: then the last \boxed{} of solution), subject (or type), level (int, "Level N"
@@ -29,4 +29,4 @@ std::vector<Problem> load_gsm8k_jsonl(const std::string& path);
 /// The MBPP paper's prompt body: "<text> Your code should pass these tests:\n\n<assert 1>\n<assert 2>...".
 std::string mbpp_prompt(const std::string& text, const std::vector<std::string>& tests);
 
-}  // namespace pulse::rl
+}  // namespace pulse::datasets
