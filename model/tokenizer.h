@@ -30,8 +30,11 @@ class Tokenizer {
 /// Throws std::runtime_error naming the file when it is missing or of the wrong kind.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
-/// Trains a SentencePiece BPE model on `lines` (SentencePieceTrainer) and writes `model_path`
-/// atomically. Ids: 0 <unk>, 1 <s>, 2 </s>, 3 <pad>; byte fallback on.
+/// Trains a SentencePiece BPE model on `lines` by running Debian's `spm_train` (package sentencepiece) in a
+/// private temp folder, checks the result and writes `model_path` atomically. Ids: 0 <unk>, 1 <s>,
+/// 2 </s>, 3 <pad>; byte fallback on; `seed` (low 32 bits) seeds the trainer. Throws std::runtime_error
+/// naming model_path, with spm_train's log, when it cannot run or fails (e.g. "Vocabulary size too high
+/// (N). Please set it to a value <= M.").
 void train_sentencepiece_bpe(const std::vector<std::string>& lines, int vocab_size,
                              const std::string& model_path, uint64_t seed = 0);
 

@@ -3,7 +3,7 @@
 // Why not libsentencepiece at run time: Debian's libsentencepiece bundles protobuf-lite 3.14 and exports
 // its symbols, while LibTorch loads libprotobuf 3.21; in one process the two collide during static
 // initialisation (segfault). The .model file is a small protobuf (sentencepiece_model.proto) that is
-// read here directly; training still uses libsentencepiece_train, loaded privately (tokenizer.cpp).
+// read here directly; training runs the spm_train tool in a child process (tokenizer.cpp).
 #pragma once
 #include <string>
 #include <unordered_map>

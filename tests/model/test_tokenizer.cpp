@@ -191,3 +191,24 @@ TEST_CASE("train_sentencepiece_bpe writes a byte-fallback BPE with the fixed spe
   CHECK(tok->decode(ids) == s);  // byte fallback covers unseen characters; identity normaliser
   std::filesystem::remove(path);
 }
+
+TEST_CASE("train_sentencepiece_bpe failures carry spm_train's message and leave no file",
+          "[model][tokenizer]") {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 200; ++i)
+    lines.push_back("What is " + std::to_string(i) + "+" + std::to_string(i % 7) + "?");
+  const auto path = (std::filesystem::temp_directory_path() / "pulse_test_sp_fail.model").string();
+  std::filesystem::remove(path);
+  // app/setup.cpp's prepare_tokenizer reads "value <= N" from this message to retry with N pieces.
+  CHECK_THROWS_WITH(pulse::model::train_sentencepiece_bpe(lines, 5000, path, 1),
+                    Catch::Contains(path) && Catch::Contains("spm_train") && Catch::Contains("value <= "));
+  CHECK_FALSE(std::filesystem::exists(path));
+  // Same corpus and seed, same bytes (the model stores no temp path).
+  const auto a = path + ".a", b = path + ".b";
+  pulse::model::train_sentencepiece_bpe(lines, 280, a, 3);
+  pulse::model::train_sentencepiece_bpe(lines, 280, b, 3);
+  CHECK(pulse::sync::read_file(a) == pulse::sync::read_file(b));
+  CHECK(load_tokenizer(a)->vocab_size() == 280);
+  std::filesystem::remove(a);
+  std::filesystem::remove(b);
+}
