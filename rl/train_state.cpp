@@ -1,9 +1,10 @@
-// Training-state checkpoints: optimizer + RNG + data cursor in one atomically swapped folder
+// Training-state checkpoints: optimizer + torch RNG + step/cursor/version in one atomically swapped folder
 // (rl/train_state.h).
 #include "rl/train_state.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -82,7 +83,6 @@ void save_train_state(const std::string& dir, const MasterAdam& opt, const Train
                         {"data_cursor", st.data_cursor},
                         {"policy_version", st.policy_version},
                         {"optimizer_step", opt.step_count()},
-                        {"rng_state", st.rng_state},
                         {"torch_rng_state", torch_rng_hex()},
                         {"extra", extra}};
     sync::write_file_atomic((tmp / "train_state.json").string(), j.dump(1));
@@ -121,12 +121,12 @@ TrainState load_train_state(const std::string& dir, MasterAdam& opt) {
     throw std::runtime_error(json_path + ": field \"format\" must be \"" + std::string(kFormat) + "\"");
   }
   TrainState st;
+  std::string torch_rng;
   try {
     st.step = j.at("step").get<int64_t>();
     st.data_cursor = j.at("data_cursor").get<uint64_t>();
     st.policy_version = j.at("policy_version").get<uint64_t>();
-    st.rng_state = j.at("rng_state").get<std::string>();
-    st.torch_rng_state = j.at("torch_rng_state").get<std::string>();
+    torch_rng = j.at("torch_rng_state").get<std::string>();
     st.extra_json = j.contains("extra") ? j.at("extra").dump() : "{}";
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(json_path + ": bad or missing field: " + e.what());
@@ -135,7 +135,7 @@ TrainState load_train_state(const std::string& dir, MasterAdam& opt) {
   if (j.contains("optimizer_step") && j["optimizer_step"].get<int64_t>() != opt.step_count()) {
     throw std::runtime_error(json_path + ": optimizer_step disagrees with optimizer.safetensors");
   }
-  set_torch_rng(st.torch_rng_state, json_path);
+  set_torch_rng(torch_rng, json_path);
   return st;
 }
 
