@@ -6,6 +6,7 @@
 
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/splitmix64.h"
 
@@ -16,6 +17,57 @@ double request_uniform(uint64_t seed, uint64_t step) {
   return kernels::splitmix64_unit(kernels::splitmix64_mix(seed + kernels::kSplitMix64Gamma * (step + 1)));
 }
 
+void check_sampling_params(const SamplingParams& params, const char* who) {
+  if (!(params.temperature >= 0))
+    throw std::invalid_argument(std::string(who) + ": temperature must be >= 0 (0 = greedy)");
+  if (!(params.top_p > 0 && params.top_p <= 1))
+    throw std::invalid_argument(std::string(who) + ": top_p must be in (0, 1]");
+  if (params.top_k < 0) throw std::invalid_argument(std::string(who) + ": top_k must be >= 0 (0 = off)");
+}
+
+namespace {
+
+/// Kept-set mask of steps 2-3 of sampling_log_probs on temperature-scaled logits x [..., V] (no grad).
+/// Undefined when every token is kept.
+torch::Tensor kept_tokens(const torch::Tensor& x, const SamplingParams& params) {
+  const int64_t V = x.size(-1);
+  torch::Tensor keep;
+  auto xm = x;
+  if (params.top_k > 0 && params.top_k < V) {
+    auto kth = std::get<0>(x.topk(params.top_k, -1)).narrow(-1, params.top_k - 1, 1);  // [..., 1]
+    keep = x >= kth;
+    xm = x.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  if (params.top_p < 1.0) {
+    auto sorted = std::get<0>(xm.sort(-1, /*descending=*/true));
+    auto p = torch::softmax(sorted, -1);
+    // Drop a token when the mass strictly before it already reaches top_p; the first always stays, and
+    // the kept tokens are a prefix of the sorted row.
+    auto n_keep = ((p.cumsum(-1) - p) < params.top_p).sum(-1, /*keepdim=*/true).clamp_min(1);
+    auto threshold = sorted.gather(-1, n_keep - 1);  // smallest kept value [..., 1]
+    auto keep_p = xm >= threshold;
+    keep = keep.defined() ? keep & keep_p : keep_p;
+  }
+  return keep;
+}
+
+}  // namespace
+
+torch::Tensor sampling_log_probs(const torch::Tensor& logits, const SamplingParams& params) {
+  check_sampling_params(params, "sampling_log_probs");
+  if (logits.dim() < 1) throw std::invalid_argument("sampling_log_probs: logits must be [..., V]");
+  auto x = logits.scalar_type() == torch::kFloat64 ? logits : logits.to(torch::kFloat32);
+  if (params.temperature == 0) return torch::log_softmax(x, -1);
+  if (params.temperature != 1.0) x = x / params.temperature;
+  torch::Tensor keep;
+  {
+    torch::NoGradGuard no_grad;
+    keep = kept_tokens(x.detach(), params);
+  }
+  if (keep.defined()) x = x.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
+  return torch::log_softmax(x, -1);
+}
+
 std::pair<torch::Tensor, torch::Tensor> sample_tokens(const torch::Tensor& logits,
                                                       const SamplingParams& params,
                                                       const std::vector<uint64_t>& seeds,
@@ -24,41 +76,25 @@ std::pair<torch::Tensor, torch::Tensor> sample_tokens(const torch::Tensor& logit
   const int64_t B = logits.size(0), V = logits.size(1);
   if (static_cast<int64_t>(seeds.size()) != B || static_cast<int64_t>(steps.size()) != B)
     throw std::invalid_argument("sample_tokens: one seed and one step per row needed");
-  if (params.temperature < 0) throw std::invalid_argument("sample_tokens: temperature must be >= 0");
-  if (params.top_p <= 0 || params.top_p > 1)
-    throw std::invalid_argument("sample_tokens: top_p must be in (0, 1]");
-  auto x = logits.to(torch::kFloat32);
+  check_sampling_params(params, "sample_tokens");
+  torch::NoGradGuard no_grad;
+  auto logp = sampling_log_probs(logits, params);  // [B,V]
   if (params.temperature == 0) {
-    auto tok = x.argmax(-1);
-    auto lp = torch::log_softmax(x, -1).gather(1, tok.unsqueeze(1)).squeeze(1);
+    auto tok = logits.to(torch::kFloat32).argmax(-1);
+    auto lp = logp.gather(1, tok.unsqueeze(1)).squeeze(1);
     return {tok.to(torch::kCPU), lp.to(torch::kCPU)};
   }
-  x = x / params.temperature;
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  if (params.top_k > 0 && params.top_k < V) {
-    auto kth = std::get<0>(x.topk(params.top_k, -1)).narrow(1, params.top_k - 1, 1);  // [B,1]
-    x = x.masked_fill(x < kth, neg_inf);
-  }
-  if (params.top_p < 1.0) {
-    auto [sorted, order] = x.sort(-1, /*descending=*/true);
-    auto p = torch::softmax(sorted, -1);
-    // Drop a token when the mass strictly before it already reaches top_p; the first always stays.
-    auto drop = (p.cumsum(-1) - p) >= params.top_p;
-    sorted = sorted.masked_fill(drop, neg_inf);
-    x = torch::full_like(x, neg_inf).scatter(1, order, sorted);
-  }
-  auto logp = torch::log_softmax(x, -1);
   auto cdf = logp.exp().cumsum(-1);  // [B,V]
   std::vector<double> u(B);
   for (int64_t i = 0; i < B; ++i) u[i] = request_uniform(seeds[i], steps[i]);
-  auto ut = torch::tensor(u, torch::kFloat64).to(x.device(), torch::kFloat32).unsqueeze(1);
+  auto ut = torch::tensor(u, torch::kFloat64).to(logp.device(), logp.scalar_type()).unsqueeze(1);
   ut = ut * cdf.narrow(1, V - 1, 1);  // scale to the row's total mass (1 up to rounding)
   // right=true: first index with cdf > u, which always has non-zero probability.
   auto tok = torch::searchsorted(cdf, ut, /*out_int32=*/false, /*right=*/true).squeeze(1).clamp_max(V - 1);
   // FP32 rounding can push u to the very end of the CDF onto a dropped token: take the mode instead.
   auto dropped = logp.gather(1, tok.unsqueeze(1)).squeeze(1).isinf();
   tok = torch::where(dropped, logp.argmax(-1), tok);
-  auto lp = logp.gather(1, tok.unsqueeze(1)).squeeze(1);
+  auto lp = logp.gather(1, tok.unsqueeze(1)).squeeze(1).to(torch::kFloat32);
   return {tok.to(torch::kCPU), lp.to(torch::kCPU)};
 }
 

@@ -50,6 +50,11 @@ at::Tensor sampler_logprobs(const std::vector<const Rollout*>& rows, int64_t R, 
 GrpoStepStats grpo_step(model::TransformerImpl& policy, MasterAdam& opt, const std::vector<Rollout>& rollouts,
                         const GrpoConfig& cfg, model::TransformerImpl* reference) {
   cfg.validate();
+  if (cfg.kl_coef > 0 && reference == nullptr) {
+    throw std::invalid_argument("rl.kl_coef = " + std::to_string(cfg.kl_coef) +
+                                " > 0 needs a frozen reference policy (rl::make_reference_policy), but "
+                                "grpo_step got none");
+  }
   if (rollouts.empty()) throw std::invalid_argument("grpo_step: no rollouts");
   GrpoStepStats stats;
   const int64_t G = group_size_of(rollouts);
@@ -118,21 +123,22 @@ GrpoStepStats grpo_step(model::TransformerImpl& policy, MasterAdam& opt, const s
     for (size_t b = 0; b < batches.size(); ++b) {
       if (cfg.recompute_old_logprobs) {
         at::Tensor ent;
-        old_lp[b] = response_logprobs(policy, batches[b], cfg.temperature, &ent);
+        old_lp[b] = response_logprobs(policy, batches[b], cfg.sampling, &ent);
         entropy_sum += (ent * batches[b].response_mask).sum().item<double>();
       }
-      if (reference != nullptr && cfg.kl_coef > 0) {
-        ref_lp[b] = response_logprobs(*reference, batches[b], cfg.temperature);
+      if (cfg.kl_coef > 0) {
+        ref_lp[b] = response_logprobs(*reference, batches[b], cfg.sampling);
       }
     }
   }
 
-  double loss_sum = 0, clipped = 0, kl_sum = 0, tis_clipped = 0, mismatch = 0, tokens = 0;
+  double loss_sum = 0, clipped = 0, kl_sum = 0, tis_clipped = 0, mismatch = 0, mismatch_tokens = 0,
+         out_of_support = 0, ref_out_of_support = 0, tokens = 0;
   opt.zero_grad();
   for (size_t b = 0; b < batches.size(); ++b) {
     at::Tensor ent;
     at::Tensor lp =
-        response_logprobs(policy, batches[b], cfg.temperature, cfg.recompute_old_logprobs ? nullptr : &ent);
+        response_logprobs(policy, batches[b], cfg.sampling, cfg.recompute_old_logprobs ? nullptr : &ent);
     if (!cfg.recompute_old_logprobs) {
       old_lp[b] = lp.detach();
       entropy_sum += (ent * batches[b].response_mask).sum().item<double>();
@@ -147,6 +153,9 @@ GrpoStepStats grpo_step(model::TransformerImpl& policy, MasterAdam& opt, const s
     kl_sum += pl.kl_sum;
     tis_clipped += pl.tis_clipped_tokens;
     mismatch += pl.mismatch_sum;
+    mismatch_tokens += pl.mismatch_tokens;
+    out_of_support += pl.out_of_support_tokens;
+    ref_out_of_support += pl.ref_out_of_support_tokens;
     tokens += pl.tokens;
   }
   const OptimizerStepStats os = opt.step();
@@ -157,15 +166,39 @@ GrpoStepStats grpo_step(model::TransformerImpl& policy, MasterAdam& opt, const s
     stats.clip_fraction = clipped / tokens;
     stats.kl = kl_sum / tokens;
     stats.tis_clipped_fraction = tis_clipped / tokens;
-    stats.tis_mismatch = mismatch / tokens;
+    stats.out_of_support_fraction = out_of_support / tokens;
+    stats.ref_out_of_support_fraction = ref_out_of_support / tokens;
     stats.entropy = entropy_sum / tokens;
   }
+  if (mismatch_tokens > 0) stats.tis_mismatch = mismatch / mismatch_tokens;
   stats.grad_norm = os.grad_norm;
   stats.lr = os.lr;
   stats.bf16_changed = os.bf16_changed;
   stats.elements = os.elements;
   stats.skipped = os.skipped;
   return stats;
+}
+
+model::Transformer make_reference_policy(const model::TransformerImpl& policy, torch::Dtype dtype) {
+  model::Transformer ref(policy.config(), dtype);
+  torch::NoGradGuard no_grad;
+  ref->to(policy.device());
+  const auto src = policy.named_parameters(/*recurse=*/true);
+  auto dst = ref->named_parameters(/*recurse=*/true);
+  if (src.size() != dst.size()) {
+    throw std::logic_error("make_reference_policy: " + std::to_string(dst.size()) +
+                           " parameters, policy has " + std::to_string(src.size()));
+  }
+  for (const auto& p : src) {
+    at::Tensor* d = dst.find(p.key());
+    if (d == nullptr || d->sizes() != p.value().sizes()) {
+      throw std::logic_error("make_reference_policy: no parameter of the same shape for " + p.key());
+    }
+    d->copy_(p.value());  // casts to dtype
+  }
+  for (auto& p : ref->parameters()) p.set_requires_grad(false);
+  ref->eval();
+  return ref;
 }
 
 }  // namespace pulse::rl

@@ -23,11 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "model/generate.h"
+#include "model/transformer.h"
 #include "rl/rollout.h"
-
-namespace pulse::model {
-class TransformerImpl;
-}
 
 namespace pulse::rl {
 
@@ -45,12 +43,18 @@ struct GrpoConfig {
   double tis_cap = 2.0;                 ///< cap C of the TIS weight min(pi_old/pi_sampler, C); 0 = off
   int64_t micro_batch = 8;              ///< rollouts per forward/backward
   bool mask_truncated = false;          ///< drop truncated responses from the loss (DAPO overlong filtering)
-  double temperature = 1.0;             ///< logits are divided by this before log-probs, as the sampler did
-                                        ///< (set it to the rollout temperature so pi_old matches pi_sampler)
-  bool recompute_old_logprobs = true;   ///< false: pi_old = detached current log-probs (same values when one
-                                        ///< step per batch; saves one forward pass per rollout)
+  /// The sampler's settings (temperature, top_p, top_k; the rest is unused here): pi_old, pi_new and
+  /// pi_ref are all log-probs of model::sampling_log_probs(logits, sampling), the distribution the workers
+  /// drew the rollouts from, so pi_old / pi_sampler is 1 up to kernel differences. Must be the settings
+  /// the workers sample with (rl.temperature / rl.top_p / rl.top_k).
+  model::SamplingParams sampling;
+  /// DEPRECATED, read by nothing: superseded by sampling.temperature. Kept only so that app/ builds until
+  /// it sets `sampling`; to be removed.
+  double temperature = 1.0;
+  bool recompute_old_logprobs = true;  ///< false: pi_old = detached current log-probs (same values when one
+                                       ///< step per batch; saves one forward pass per rollout)
 
-  /// Throws std::invalid_argument naming the field ("grpo.eps_low", ...).
+  /// Throws std::invalid_argument naming the field ("grpo.eps_low", ..., "grpo.sampling.top_p").
   void validate() const;
 };
 
@@ -65,11 +69,14 @@ std::vector<double> compute_advantages(const std::vector<double>& rewards, int64
 /// Per-batch policy loss terms, differentiable through logp_new.
 struct PolicyLoss {
   at::Tensor loss;  ///< scalar: this micro-batch's share of the batch loss (sum of terms / normalizers)
-  double clipped_tokens = 0;      ///< tokens whose clipped term was the active one
-  double kl_sum = 0;              ///< sum over tokens of the k3 estimate (0 without a reference)
-  double tis_clipped_tokens = 0;  ///< tokens whose TIS weight hit the cap
-  double mismatch_sum = 0;        ///< sum over tokens of |logp_old - logp_sampler|
-  double tokens = 0;              ///< masked tokens in this micro-batch
+  double clipped_tokens = 0;             ///< tokens whose clipped term was the active one
+  double kl_sum = 0;                     ///< sum over tokens of the k3 estimate (0 without a reference)
+  double tis_clipped_tokens = 0;         ///< tokens whose TIS weight hit the cap
+  double mismatch_sum = 0;               ///< sum over in-support tokens of |logp_old - logp_sampler|
+  double mismatch_tokens = 0;            ///< tokens in mismatch_sum (in support, with a sampler log-prob)
+  double out_of_support_tokens = 0;      ///< tokens with logp_new or logp_old = -inf (dropped from the loss)
+  double ref_out_of_support_tokens = 0;  ///< tokens in support whose logp_ref = -inf (no k3 term)
+  double tokens = 0;                     ///< masked tokens in this micro-batch
 };
 
 /// The GRPO/DAPO clipped surrogate on one micro-batch. Inputs are [B, T] float32 (logp_* are log-probs of
@@ -78,7 +85,17 @@ struct PolicyLoss {
 ///   term = -min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A)
 ///   * w with w = min(exp(logp_old - logp_sampler), tis_cap) (detached; w = 1 when tis_cap == 0 or
 ///     logp_sampler is undefined)
-///   + kl_coef * k3, k3 = exp(logp_ref - logp_new) - (logp_ref - logp_new) - 1 (when logp_ref is defined).
+///   + kl_coef * k3, k3 = exp(logp_ref - logp_new) - (logp_ref - logp_new) - 1 (when kl_coef > 0 and
+///     logp_ref is defined; k3 estimates KL(pi || pi_ref) from samples of pi, Schulman 2020).
+/// Truncated support (top-k/top-p; see model::sampling_log_probs): a taken token that the recomputed
+/// distribution does not keep has logp_new or logp_old = -inf. Such a token is out of support: it is
+/// dropped from the surrogate, the TIS weight, the k3 term and the mismatch sum (no loss, no gradient; its
+/// ratio is treated as 0 with a constant, zero term), still counts in the normalizers, and is counted in
+/// out_of_support_tokens. It arises only when the kept set moved between sampling and recomputation (a
+/// token at the top-k/top-p boundary and a logit difference between sampler and trainer, or a policy
+/// that changed since). A token in support whose logp_ref = -inf (the reference policy would not keep it:
+/// KL(pi || pi_ref) is infinite there) keeps its surrogate term but gets no k3 term and is counted in
+/// ref_out_of_support_tokens. NaN never reaches the loss or its gradient.
 /// Aggregation: token_mean: sum(term * mask) / batch_tokens; seq_mean: sum_i (sum_t term*mask)/len_i /
 /// batch_seqs; constant: sum(term * mask) / (constant_normalizer * batch_seqs). batch_tokens and batch_seqs
 /// are totals over the whole batch, so summing the micro-batch losses gives the full-batch loss.
@@ -93,10 +110,12 @@ struct GrpoStepStats {
   double clip_fraction = 0;  ///< fraction of loss tokens where the clip was active
   double kl = 0;             ///< mean k3 KL to the reference per token (0 without one)
   double grad_norm = 0, lr = 0;
-  double tis_mismatch = 0;  ///< mean |log pi_old - log pi_sampler| per token (sampler/trainer mismatch)
-  double tis_clipped_fraction = 0;  ///< fraction of tokens whose TIS weight hit tis_cap
-  double entropy = 0;               ///< mean policy entropy per response token (nats)
-  int64_t tokens = 0;               ///< response tokens in the loss
+  double tis_mismatch = 0;  ///< mean |log pi_old - log pi_sampler| per in-support token (sampler vs trainer)
+  double tis_clipped_fraction = 0;     ///< fraction of tokens whose TIS weight hit tis_cap
+  double out_of_support_fraction = 0;  ///< fraction of loss tokens outside the recomputed kept set (dropped)
+  double ref_out_of_support_fraction = 0;  ///< fraction of loss tokens the reference does not keep (no k3)
+  double entropy = 0;  ///< mean entropy per response token of the sampling distribution (nats)
+  int64_t tokens = 0;  ///< response tokens in the loss
   double reward_mean = 0, reward_std = 0;
   int64_t zero_variance_groups = 0;  ///< groups with identical rewards (advantage 0)
   int64_t truncated = 0;             ///< rollouts that hit max_new_tokens
@@ -110,8 +129,21 @@ struct GrpoStepStats {
 /// opt.step(). Rollouts with advantage 0 are skipped when kl_coef == 0 (their gradient is exactly 0) but
 /// still count in the normalizers. A batch whose groups all have zero variance still takes the optimizer
 /// step (zero gradient; Adam's moments keep moving the weights), so the step count tracks the batch count.
-/// Throws std::invalid_argument on uneven groups or empty responses.
+/// All log-probs (pi_old, pi_new, pi_ref) and the logged entropy are of the sampling distribution
+/// cfg.sampling (model::sampling_log_probs). With cfg.kl_coef > 0, `reference` is the frozen reference
+/// policy (make_reference_policy(), built once before the first step) and the k3 term is applied to every
+/// rollout; GrpoStepStats::kl is its mean per token. With kl_coef == 0 the reference is not used.
+/// Throws std::invalid_argument on uneven groups or empty responses, and, naming 'rl.kl_coef', when
+/// kl_coef > 0 and no reference is given.
 GrpoStepStats grpo_step(model::TransformerImpl& policy, MasterAdam& opt, const std::vector<Rollout>& rollouts,
                         const GrpoConfig& cfg, model::TransformerImpl* reference = nullptr);
+
+/// The frozen reference policy for the KL penalty: a new Transformer with policy's config holding a copy
+/// of policy's current weights cast to `dtype` (BF16 by default; the policy's compute weights, not the
+/// optimizer's FP32 masters), on policy's device, requires_grad false on every parameter, in eval mode.
+/// Shares no storage with the policy, so later optimizer steps do not move it. Call it once, before the
+/// first GRPO step (InstructGPT's pi_SFT: Ouyang et al. 2022, arXiv:2203.02155 eq. 2).
+model::Transformer make_reference_policy(const model::TransformerImpl& policy,
+                                         torch::Dtype dtype = torch::kBFloat16);
 
 }  // namespace pulse::rl

@@ -22,7 +22,9 @@ void GrpoConfig::validate() const {
   require(kl_coef >= 0, "kl_coef", "must be >= 0");
   require(tis_cap >= 0, "tis_cap", "must be >= 0 (0 = off)");
   require(micro_batch >= 1, "micro_batch", "must be >= 1");
-  require(temperature > 0, "temperature", "must be > 0");
+  require(sampling.temperature >= 0, "sampling.temperature", "must be >= 0 (0 = greedy)");
+  require(sampling.top_p > 0 && sampling.top_p <= 1, "sampling.top_p", "must be in (0, 1]");
+  require(sampling.top_k >= 0, "sampling.top_k", "must be >= 0 (0 = off)");
 }
 
 PolicyLoss grpo_policy_loss(const at::Tensor& logp_new, const at::Tensor& logp_old,
@@ -34,9 +36,14 @@ PolicyLoss grpo_policy_loss(const at::Tensor& logp_new, const at::Tensor& logp_o
     throw std::invalid_argument("grpo_policy_loss: expected logp_new/logp_old/mask [B,T] and advantages [B]");
   }
   if (batch_tokens <= 0 || batch_seqs <= 0) throw std::invalid_argument("grpo_policy_loss: empty batch");
-  const auto on = mask > 0;
   const auto zero = torch::zeros({}, logp_new.options());
-  // Padding slots may hold garbage log-probs: zero them before any exp so that 0 * inf never happens.
+  const auto in_loss = mask > 0;
+  // Out of support (rl/grpo.h): the recomputed distribution does not keep the taken token.
+  const auto support = torch::isfinite(logp_new.detach()) & torch::isfinite(logp_old.detach());
+  const auto on = in_loss & support;
+  const auto on_f = on.to(mask.scalar_type());
+  // Padding and out-of-support slots may hold garbage or -inf: zero them before any exp so that 0 * inf
+  // never happens (the where also keeps their gradient exactly 0).
   const auto lp_new = torch::where(on, logp_new, zero);
   const auto lp_old = torch::where(on, logp_old.detach(), zero);
   const auto adv = advantages.to(logp_new.scalar_type()).unsqueeze(1);
@@ -48,22 +55,31 @@ PolicyLoss grpo_policy_loss(const at::Tensor& logp_new, const at::Tensor& logp_o
 
   PolicyLoss out;
   out.tokens = mask.sum().item<double>();
+  out.out_of_support_tokens = (in_loss & support.logical_not()).sum().item<double>();
   out.clipped_tokens = ((surr2 < surr1) & on).sum().item<double>();
-  if (cfg.tis_cap > 0 && logp_sampler.defined()) {
-    // TIS: the sampler (another engine, other kernels, BF16 weights) is not exactly pi_old; reweight by the
-    // truncated ratio pi_old/pi_sampler so the gradient stays that of pi_old's expectation.
-    const auto lp_s = torch::where(on, logp_sampler.detach(), zero);
-    const auto raw = torch::exp(lp_old - lp_s);
-    out.tis_clipped_tokens = ((raw > cfg.tis_cap) & on).sum().item<double>();
-    out.mismatch_sum = ((lp_old - lp_s).abs() * mask).sum().item<double>();
-    term = term * torch::clamp_max(raw, cfg.tis_cap);
-  } else if (logp_sampler.defined()) {
-    out.mismatch_sum = ((lp_old - torch::where(on, logp_sampler, zero)).abs() * mask).sum().item<double>();
+  if (logp_sampler.defined()) {
+    const auto lp_s_raw = logp_sampler.detach();
+    const auto s_on = on & torch::isfinite(lp_s_raw);
+    const auto lp_s = torch::where(s_on, lp_s_raw, zero);
+    const auto lp_o = torch::where(s_on, lp_old, zero);
+    out.mismatch_sum = ((lp_o - lp_s).abs() * mask).sum().item<double>();
+    out.mismatch_tokens = (s_on.to(mask.scalar_type()) * mask).sum().item<double>();
+    if (cfg.tis_cap > 0) {
+      // TIS: the sampler (another engine, other kernels, BF16 weights) is not exactly pi_old; reweight by
+      // the truncated ratio pi_old/pi_sampler so the gradient stays that of pi_old's expectation.
+      const auto raw = torch::exp(lp_o - lp_s);
+      out.tis_clipped_tokens = ((raw > cfg.tis_cap) & s_on).sum().item<double>();
+      term = term * torch::clamp_max(raw, cfg.tis_cap);
+    }
   }
+  term = term * on_f;  // out-of-support and padding tokens: no surrogate term
   if (cfg.kl_coef > 0 && logp_ref.defined()) {
     // k3 = r - log r - 1 with r = pi_ref/pi: unbiased for KL(pi || pi_ref), always >= 0 (Schulman 2020).
-    const auto d = torch::where(on, logp_ref.detach(), zero) - lp_new;
-    const auto k3 = torch::exp(d) - d - 1;
+    const auto lp_ref_raw = logp_ref.detach();
+    const auto ref_on = on & torch::isfinite(lp_ref_raw);
+    out.ref_out_of_support_tokens = (on & ref_on.logical_not()).sum().item<double>();
+    const auto d = torch::where(ref_on, lp_ref_raw, zero) - torch::where(ref_on, lp_new, zero);
+    const auto k3 = (torch::exp(d) - d - 1) * ref_on.to(mask.scalar_type());
     out.kl_sum = (k3.detach() * mask).sum().item<double>();
     term = term + cfg.kl_coef * k3;
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "model/sampling.h"
 #include "model/transformer.h"
 
 namespace pulse::rl {
@@ -50,16 +51,17 @@ SequenceBatch make_sequence_batch(const std::vector<const std::vector<int32_t>*>
   return SequenceBatch{ids.to(device), attn.to(device), tgt.to(device), rmask.to(device)};
 }
 
-at::Tensor response_logprobs(model::TransformerImpl& model, const SequenceBatch& batch, double temperature,
-                             at::Tensor* entropy) {
+at::Tensor response_logprobs(model::TransformerImpl& model, const SequenceBatch& batch,
+                             const model::SamplingParams& sampling, at::Tensor* entropy) {
   const int64_t L = batch.input_ids.size(1), R = batch.targets.size(1);
   auto hidden = model.hidden_states(batch.input_ids, batch.attention_mask);  // [B, L, C]
   auto logits = model.logits_from_hidden(hidden.narrow(1, L - R, R));        // [B, R, V] float32
-  if (temperature != 1.0) logits = logits / temperature;
-  auto logp = torch::log_softmax(logits, -1);
+  auto logp = model::sampling_log_probs(logits, sampling);                   // [B, R, V], -inf = dropped
   if (entropy != nullptr) {
     torch::NoGradGuard no_grad;
-    *entropy = -(logp.exp() * logp).sum(-1);
+    // p log p -> 0 for dropped tokens (0 * -inf would be NaN).
+    const auto plogp = torch::where(torch::isinf(logp), torch::zeros({}, logp.options()), logp.exp() * logp);
+    *entropy = -plogp.sum(-1);
   }
   return logp.gather(2, batch.targets.unsqueeze(2)).squeeze(2);  // [B, R]
 }

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/generate.h"
+
 namespace pulse::model {
 class TransformerImpl;
 }
@@ -29,10 +31,14 @@ SequenceBatch make_sequence_batch(const std::vector<const std::vector<int32_t>*>
                                   const std::vector<const std::vector<int32_t>*>& responses,
                                   const at::Device& device);
 
-/// Log-probabilities of the response tokens under `model` with logits / temperature: [B, R] float32
-/// (garbage in padding slots; mask them). entropy ([B, R] float32, nats, no grad) is filled when asked.
-/// Only the last R hidden positions go through the LM head.
-at::Tensor response_logprobs(model::TransformerImpl& model, const SequenceBatch& batch, double temperature,
-                             at::Tensor* entropy = nullptr);
+/// Log-probabilities of the response tokens under `model`'s sampling distribution:
+/// model::sampling_log_probs(logits, sampling) (model/sampling.h: temperature, top-k, top-p, renormalised
+/// over the kept tokens, the same function the sampler draws from), gathered at the targets: [B, R]
+/// float32, differentiable (the kept set is chosen from the detached logits). A target outside the kept
+/// set gets -inf; garbage in padding slots (mask them). entropy ([B, R] float32, nats, no grad) is filled
+/// when asked: the entropy of that same distribution (dropped tokens contribute 0). Only the last R hidden
+/// positions go through the LM head. SFT passes a default SamplingParams (plain log_softmax).
+at::Tensor response_logprobs(model::TransformerImpl& model, const SequenceBatch& batch,
+                             const model::SamplingParams& sampling, at::Tensor* entropy = nullptr);
 
 }  // namespace pulse::rl

@@ -93,7 +93,7 @@ SftStats sft_train(model::TransformerImpl& model, MasterAdam& opt, const model::
         responses.push_back(&examples[batch[k]].response);
       }
       const SequenceBatch sb = make_sequence_batch(prompts, responses, device);
-      const at::Tensor lp = response_logprobs(model, sb, 1.0);
+      const at::Tensor lp = response_logprobs(model, sb, model::SamplingParams{});
       // Cross-entropy summed over response tokens, divided by the batch's response tokens.
       const at::Tensor loss =
           -(torch::where(sb.response_mask > 0, lp, torch::zeros({}, lp.options())) * sb.response_mask).sum() /
