@@ -1,6 +1,8 @@
 // kernels_bench: speed of the PULSELoCo gate (kernels/loco_gate.h) per variant, against a memcpy of the
 // same input bytes (global + local + residual, 12 B per element) measured in the same run on the same
-// thread right before every repetition; the best of each is reported. No LibTorch, no pulse_sync.
+// thread right before every repetition; the best of each is reported. Then the BF16 diff-and-emit scan
+// (kernels/diff_emit16.h) per variant at ~7% and ~1% changed, with its fused XXH3 of both sides where the
+// variant has it, against a memcpy of the target (2 B per element). No LibTorch, no pulse_sync.
 //
 //   kernels_bench [--elements N] [--delta-std X] [--reps R]
 //
@@ -14,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/diff_emit16.h"
 #include "kernels/loco_gate.h"
+#include "kernels/xxh3_long.h"
 
 namespace {
 
@@ -93,5 +97,53 @@ int main(int argc, char** argv) {
                 in_bytes / best_copy / 1e9, best_copy / best_gate, 100.0 * static_cast<double>(fired) / n);
   }
   pulse::kernels::loco_gate_force(nullptr);
+
+  // diff_emit16: the encoder's scan over 32 Ki-element blocks, as sync/patch_encode.cpp calls it.
+  namespace k = pulse::kernels;
+  std::vector<uint16_t> a16(n), b16(n), copy16(n);
+  std::vector<uint8_t> head(k::emit16_room(n)), tail(k::emit16_tail_room(n) + 9 * (n / 32768 + 2)),
+      lo(k::emit16_room(n)), hi(k::emit16_room(n));
+  std::printf("\ndiff_emit16, %zu BF16 elements (%.1f MB per side), 1 thread; default variant: %s\n", n,
+              2e-6 * static_cast<double>(n), k::diff_emit16_isa());
+  std::printf("%-9s %7s %6s %9s %10s %12s %8s\n", "variant", "changed", "hash", "ms", "GB/s tgt",
+              "memcpy GB/s", "ratio");
+  for (double p : {0.07, 0.01}) {
+    std::bernoulli_distribution flip(p);
+    for (size_t i = 0; i < n; ++i) {
+      a16[i] = static_cast<uint16_t>(rng());
+      b16[i] = flip(rng) ? static_cast<uint16_t>(a16[i] + (rng() % 2 ? 1 : -1)) : a16[i];
+    }
+    const auto* pa = reinterpret_cast<const uint8_t*>(a16.data());
+    const auto* pb = reinterpret_cast<const uint8_t*>(b16.data());
+    for (const char* isa : {"avx512", "avx2", "portable"}) {
+      if (!k::diff_emit16_force(isa)) {
+        std::printf("%-9s skipped: this CPU cannot run it\n", isa);
+        continue;
+      }
+      double best = 1e30, best_copy = 1e30;
+      uint64_t changes = 0;
+      const bool hashed = k::diff_emit16_fuses_hash() && 2 * n >= k::kXxh3LongMinBytes;
+      for (int rep = 0; rep < reps; ++rep) {
+        auto t0 = std::chrono::steady_clock::now();
+        std::memcpy(copy16.data(), b16.data(), 2 * n);
+        best_copy = std::min(best_copy, seconds_since(t0));
+        k::Xxh3LongState sa, sb;
+        k::xxh3_long_init(sa);
+        k::xxh3_long_init(sb);
+        k::Emit16Hash hash{&sa, &sb, k::xxh3_long_block_bytes(2 * n), k::xxh3_default_secret()};
+        k::Emit16Cursor c{head.data(), tail.data(), lo.data(), hi.data(), 0};
+        t0 = std::chrono::steady_clock::now();
+        changes = 0;
+        for (size_t start = 0; start < n; start += 32768)
+          changes += k::diff_emit16(pa + 2 * start, pb + 2 * start, start, std::min<size_t>(32768, n - start),
+                                    false, c, hashed ? &hash : nullptr);
+        best = std::min(best, seconds_since(t0));
+      }
+      std::printf("%-9s %6.2f%% %6s %9.2f %10.2f %12.2f %8.2f\n", isa,
+                  100.0 * static_cast<double>(changes) / n, hashed ? "both" : "no", 1e3 * best,
+                  2.0 * n / best / 1e9, 2.0 * n / best_copy / 1e9, best_copy / best);
+    }
+  }
+  k::diff_emit16_force(nullptr);
   return 0;
 }

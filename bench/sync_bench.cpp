@@ -18,7 +18,10 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "kernels/apply_kernels.h"
 #include "kernels/bf16.h"
+#include "kernels/diff_emit16.h"
+#include "kernels/diff_scan.h"
 #include "kernels/splitmix64.h"
 #include "sync/atomic_file.h"
 #include "sync/parallel.h"
@@ -33,6 +36,49 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+
+/// The kernel variants in use, as the table prints them.
+std::string kernel_variants() {
+  return std::string("diff_emit16 ") + kernels::diff_emit16_isa() + ", apply " +
+         kernels::apply_kernels_isa() + ", diff_masks " + kernels::diff_masks_isa();
+}
+
+/// Forces every kernel family to the variant `isa` ("" = leave the CPU's fastest) while alive, and back
+/// to the fastest afterwards. Families without that variant get their fastest one below it.
+class ForceKernels {
+ public:
+  explicit ForceKernels(const std::string& isa) {
+    if (isa.empty()) return;
+    if (isa != "avx512" && isa != "avx2" && isa != "portable")
+      throw std::invalid_argument("sync bench: --isa must be avx512, avx2 or portable, got '" + isa + "'");
+    if (!kernels::diff_emit16_supported(isa.c_str()))
+      throw std::invalid_argument("sync bench: --isa " + isa + ": this CPU cannot run the " + isa +
+                                  " kernels");
+    forced_ = true;
+    const char* below[] = {"avx512", "avx2", "portable"};
+    const auto force = [&](bool (*fn)(const char*)) {
+      bool started = false;
+      for (const char* v : below) {
+        started = started || isa == v;
+        if (started && fn(v)) return;
+      }
+    };
+    force(kernels::diff_emit16_force);
+    force(kernels::apply_kernels_force);
+    force(kernels::diff_masks_force);
+  }
+  ~ForceKernels() {
+    if (!forced_) return;
+    kernels::diff_emit16_force(nullptr);
+    kernels::apply_kernels_force(nullptr);
+    kernels::diff_masks_force(nullptr);
+  }
+  ForceKernels(const ForceKernels&) = delete;
+  ForceKernels& operator=(const ForceKernels&) = delete;
+
+ private:
+  bool forced_ = false;
+};
 
 /// CPU seconds used so far by all threads of this process.
 double process_cpu_seconds() {
@@ -339,13 +385,15 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
 
   SyncBenchResult r;
   r.workload = workload;
+  r.kernels = kernel_variants();
   uint64_t bytes = 0;
   for (const auto& t : target) {
     r.elements += t.nbytes / sync::dtype_size(t.dtype);
     bytes += t.nbytes;
   }
   if (bytes == 0) throw std::runtime_error("sync bench: the " + workload + " workload holds no tensor bytes");
-  log << "[" << workload << "] " << r.elements << " elements, " << target.size() << " tensors\n"
+  log << "[" << workload << "] " << r.elements << " elements, " << target.size()
+      << " tensors; kernels: " << r.kernels << "\n"
       << std::flush;
   const double bound_bits = entropy_bound_bits(base, target, r.changed);
   r.entropy_bound_bytes_per_change = r.changed ? bound_bits / 8.0 / r.changed : 0;
@@ -454,6 +502,7 @@ std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std
   if (!(options.lr > 0) || !std::isfinite(options.lr))
     throw std::invalid_argument("sync bench: --lr must be a positive finite number, got " +
                                 std::to_string(options.lr));
+  const ForceKernels force(options.isa);
   // Checkpoints are opened (and their headers validated) before minutes of synthetic work.
   for (const auto& path : options.checkpoints) sync::Checkpoint::open(path);
   // Base + target alone hold 4 bytes per element. Refuse what cannot fit in memory (e.g. "-5", which an
@@ -479,6 +528,7 @@ std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std
   if (options.checkpoints.size() >= 2) {
     SyncBenchResult sum;
     sum.workload = "run";
+    sum.kernels = kernel_variants();
     sum.threads = sync::resolve_threads(options.threads, 1 << 20);
     sum.bit_identical = true;
     double enc_s = 0, dec_s = 0, mem_s = 0, enc_a = 0, enc_d = 0, dec_a = 0, dec_d = 0, bound = 0;
@@ -571,6 +621,7 @@ std::string sync_bench_table(const std::vector<SyncBenchResult>& results) {
     row("reference PULSE format", static_cast<double>(r.ref_pulse_bytes));
     row("zstd --patch-from", static_cast<double>(r.zstd_patch_from_bytes));
     row("dense zstd -1", static_cast<double>(r.dense_zstd1_bytes));
+    if (!r.kernels.empty()) s << "  kernels: " << r.kernels << "\n";
     s << std::setprecision(2) << "  speed GB/s (" << r.threads << " threads, wall): memcpy " << r.memcpy_gbps
       << ", encode absolute " << r.encode_gbps_absolute << " / delta " << r.encode_gbps_delta
       << ", decode absolute " << r.decode_gbps_absolute << " / delta " << r.decode_gbps_delta << "\n";

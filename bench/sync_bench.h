@@ -21,6 +21,11 @@ struct SyncBenchOptions {
   int threads = 0;                       ///< codec and memcpy threads (0 = all cores)
   bool skip_zstd_patch_from = false;     ///< skip the `zstd --patch-from` baseline (reported as -1)
   std::vector<std::string> checkpoints;  ///< `run` workload: consecutive checkpoints (>= 2 to run it)
+  /// Kernel variant to force for the whole run: "avx512", "avx2", "portable", or "" for the CPU's fastest.
+  /// Every kernel family (kernels/diff_emit16.h, apply_kernels.h, diff_scan.h) runs that variant, or
+  /// where a family has none by that name its fastest one below it (diff_scan has no "avx512"). Hashing
+  /// outside the kernels uses libxxhash's own dispatch either way.
+  std::string isa;
 };
 
 /// One workload's numbers; JSON keys are the field names (issue 2). Byte counts are whole patches on
@@ -53,6 +58,8 @@ struct SyncBenchResult {
   // Reported in the table only.
   double encode_gbps_absolute = 0, encode_gbps_delta = 0, decode_gbps_absolute = 0, decode_gbps_delta = 0;
   std::string note;
+  std::string
+      kernels;  ///< the variants that ran, e.g. "diff_emit16 avx2, apply avx2, diff_masks avx2". Table only.
 };
 
 /// Measures one base -> target step (tensors paired by name). Writes progress to `log`.
@@ -61,8 +68,10 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
                                   const SyncBenchOptions& options, std::ostream& log);
 
 /// Runs the synthetic workload (seeded Adam steps over FP32 masters ~N(0, 0.02), lr 3e-6, BF16 cast)
-/// and, with >= 2 checkpoints, the `run` workload over consecutive pairs. Throws std::invalid_argument
-/// when elements is 0 or base + target (4 bytes per element) exceed the machine's physical memory.
+/// and, with >= 2 checkpoints, the `run` workload over consecutive pairs, on the kernel variants of
+/// options.isa (restored to the CPU's fastest afterwards). Throws std::invalid_argument when elements is
+/// 0, base + target (4 bytes per element) exceed the machine's physical memory, or this CPU cannot run
+/// options.isa.
 std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std::ostream& log);
 
 /// {"synthetic": {...}, "run": {...}} with exactly the issue's keys per workload.

@@ -24,6 +24,9 @@ void add_sync_bench_options(CLI::App& cmd, SyncBenchCli& cli) {
   cmd.add_option("--threads", o.threads, "threads (0 = all cores)")->capture_default_str();
   cmd.add_option("--checkpoints", o.checkpoints,
                  "consecutive checkpoints of a run (the `run` workload), e.g. step1.safetensors step2...");
+  cmd.add_option("--isa", o.isa,
+                 "force the kernel variant (avx512, avx2, portable; default: the CPU's fastest)")
+      ->check(CLI::IsMember({"avx512", "avx2", "portable"}));
   cmd.add_flag("--no-patch-from", o.skip_zstd_patch_from, "skip the `zstd --patch-from` baseline");
   cmd.add_flag("--json", cli.json, "print one JSON object instead of a table");
 }

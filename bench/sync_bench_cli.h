@@ -17,7 +17,7 @@ struct SyncBenchCli {
   bool json = false;
 };
 
-/// Registers --elements, --seed, --lr, --threads, --checkpoints, --no-patch-from and --json on `cmd`.
+/// Registers --elements, --seed, --lr, --threads, --checkpoints, --isa, --no-patch-from and --json on `cmd`.
 void add_sync_bench_options(CLI::App& cmd, SyncBenchCli& cli);
 
 /// Runs the benchmark: progress to `log`, the table (or with --json one JSON object) to `out`. Returns

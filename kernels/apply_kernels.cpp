@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "kernels/byte_tables.h"
 #include "kernels/int_coding.h"
 
 #if defined(__x86_64__)
@@ -204,30 +205,71 @@ PULSE_AVX2 HeadSums head_sums_avx2(const uint8_t* head, uint64_t n) {
   return s;
 }
 
-/// AVX2 has no byte expand: full batches whose heads all lack a tail (nearly all at ~7% density) take
-/// the vector path, the rest the portable kernel.
+/// AVX2 has no byte expand: each 8-head sub-batch spreads its one-byte tails to the lanes of the heads
+/// that have one with a pshufb control indexed by its 8-bit flag mask (kernels/byte_tables.h), reading
+/// 8 tail bytes from the sub-batch's first one. Partial batches, and full ones within 8 bytes of the
+/// tail stream's end (those loads must stay inside it), take the portable kernel.
 PULSE_AVX2 GapBatch decode_gap_batch_avx2(const uint8_t* head, const uint8_t* tail, const uint8_t* tail_end,
                                           size_t count, uint16_t* gap1) {
   if (count != kGapBatch) return decode_gap_batch_portable(head, tail, tail_end, count, gap1);
   const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(head));
   const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(head + 32));
-  if (_mm256_movemask_epi8(_mm256_or_si256(h0, h1)))
-    return decode_gap_batch_portable(head, tail, tail_end, count, gap1);
+  const uint64_t flags = static_cast<uint32_t>(_mm256_movemask_epi8(h0)) |
+                         static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(h1))) << 32;
+  const uint32_t flagged = static_cast<uint32_t>(_mm_popcnt_u64(flags));
   const __m256i one = _mm256_set1_epi16(1);
-  const __m256i hv[2] = {h0, h1};
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i low7 = _mm256_set1_epi8(127);
+  if (flagged == 0) {  // no tails (nearly every batch at ~7% density)
+    const __m256i hv[2] = {h0, h1};
+    for (int k = 0; k < 4; ++k) {
+      const __m128i part = k & 1 ? _mm256_extracti128_si256(hv[k / 2], 1) : _mm256_castsi256_si128(hv[k / 2]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(gap1 + 16 * k),
+                          _mm256_add_epi16(_mm256_cvtepu8_epi16(part), one));
+    }
+    const __m256i s = _mm256_add_epi64(_mm256_sad_epu8(h0, zero), _mm256_sad_epu8(h1, zero));
+    alignas(32) uint64_t a[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(a), s);
+    GapBatch r;
+    r.ok = true;
+    r.tail_bytes = 0;
+    r.sum = static_cast<uint32_t>(a[0] + a[1] + a[2] + a[3] + kGapBatch);
+    return r;
+  }
+  if (static_cast<uint64_t>(tail_end - tail) < uint64_t{flagged} + 8)
+    return decode_gap_batch_portable(head, tail, tail_end, count, gap1);
+  // Tails of sub-batches 2 q and 2 q + 1 in the 16 bytes of spread[q] (0 where a head has none).
+  __m128i spread[4];
+  const uint8_t* t = tail;
+  for (int q = 0; q < 4; ++q) {
+    __m128i part[2];
+    for (int e = 0; e < 2; ++e) {
+      const unsigned f = static_cast<unsigned>(flags >> (16 * q + 8 * e)) & 255u;
+      part[e] = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t)),
+                                 _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tables::kExpand8.ctrl[f])));
+      t += _mm_popcnt_u32(f);
+    }
+    spread[q] = _mm_unpacklo_epi64(part[0], part[1]);
+  }
+  // A used tail byte with bit 7 set: that gap's tail is 2+ bytes long.
+  if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(spread[0], spread[1]), _mm_or_si128(spread[2], spread[3]))))
+    return GapBatch{};
+  const __m256i hv[2] = {_mm256_and_si256(h0, low7), _mm256_and_si256(h1, low7)};
+  __m256i total = zero;
   for (int k = 0; k < 4; ++k) {
     const __m128i part = k & 1 ? _mm256_extracti128_si256(hv[k / 2], 1) : _mm256_castsi256_si128(hv[k / 2]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(gap1 + 16 * k),
-                        _mm256_add_epi16(_mm256_cvtepu8_epi16(part), one));
+    const __m256i g = _mm256_add_epi16(
+        _mm256_or_si256(_mm256_cvtepu8_epi16(part), _mm256_slli_epi16(_mm256_cvtepu8_epi16(spread[k]), 7)),
+        one);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(gap1 + 16 * k), g);
+    total = _mm256_add_epi32(total, _mm256_madd_epi16(g, one));
   }
-  const __m256i s = _mm256_add_epi64(_mm256_sad_epu8(h0, _mm256_setzero_si256()),
-                                     _mm256_sad_epu8(h1, _mm256_setzero_si256()));
-  alignas(32) uint64_t a[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(a), s);
+  alignas(32) uint32_t a[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(a), total);
   GapBatch r;
   r.ok = true;
-  r.tail_bytes = 0;
-  r.sum = static_cast<uint32_t>(a[0] + a[1] + a[2] + a[3] + kGapBatch);
+  r.tail_bytes = flagged;
+  r.sum = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
   return r;
 }
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/byte_tables.h"
 #include "kernels/diff_scan.h"
 #include "kernels/int_coding.h"
 
@@ -159,12 +160,173 @@ uint64_t diff_emit16_avx512_hashing(const uint8_t* a, const uint8_t* b, uint64_t
   return diff_emit16_avx512<kDelta, false, false>(a, b, start, count, c, hash);
 }
 
+// 64 elements per step as in the AVX-512 kernel, in eight sub-groups of 8: each sub-group's 8-bit change
+// mask indexes pshufb controls (kernels/byte_tables.h) that pack its changed lanes' lo and hi bytes (one
+// shuffle for both planes) and give its in-sub-group gaps; the first gap of a sub-group is corrected by
+// the distance to the previous change of the group (bzhi + lzcnt, no branch). Every sub-group stores 8
+// bytes per stream and advances by its popcount, so no branch depends on the data past "group has a
+// change". XXH3 stripes are accumulated from the loaded registers (libxxhash's AVX2 code path).
+#define PULSE_AVX2_TARGET __attribute__((target("avx2,bmi,bmi2,lzcnt,popcnt")))
+
+PULSE_AVX2_TARGET __attribute__((always_inline)) inline __m256i xxh3_accumulate_avx2(__m256i acc,
+                                                                                     __m256i data,
+                                                                                     const uint8_t* key) {
+  const __m256i data_key = _mm256_xor_si256(data, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key)));
+  const __m256i product = _mm256_mul_epu32(data_key, _mm256_shuffle_epi32(data_key, _MM_SHUFFLE(0, 3, 0, 1)));
+  return _mm256_add_epi64(product,
+                          _mm256_add_epi64(acc, _mm256_shuffle_epi32(data, _MM_SHUFFLE(1, 0, 3, 2))));
+}
+
+PULSE_AVX2_TARGET __attribute__((always_inline)) inline __m256i xxh3_scramble_avx2(__m256i acc,
+                                                                                   const uint8_t* key) {
+  const __m256i prime32 = _mm256_set1_epi32(static_cast<int>(0x9E3779B1u));  // XXH_PRIME32_1
+  const __m256i data_key = _mm256_xor_si256(_mm256_xor_si256(acc, _mm256_srli_epi64(acc, 47)),
+                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key)));
+  const __m256i prod_lo = _mm256_mul_epu32(data_key, prime32);
+  const __m256i prod_hi = _mm256_mul_epu32(_mm256_shuffle_epi32(data_key, _MM_SHUFFLE(0, 3, 0, 1)), prime32);
+  return _mm256_add_epi64(prod_lo, _mm256_slli_epi64(prod_hi, 32));
+}
+
+/// Equal-lane mask of 32 2-byte elements (bit i set: element i equal), from two 16-lane compares.
+PULSE_AVX2_TARGET __attribute__((always_inline)) inline uint32_t eq_mask32(__m256i a0, __m256i a1, __m256i b0,
+                                                                           __m256i b1) {
+  const __m256i p = _mm256_packs_epi16(_mm256_cmpeq_epi16(a0, b0), _mm256_cmpeq_epi16(a1, b1));
+  return static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_permute4x64_epi64(p, 0xD8)));
+}
+
+/// Emits the changes of one 8-element sub-group j (0..7) of a group: `planes` holds its elements'
+/// bytes as [lo 0..7 | hi 0..7], `m` the group's 64-bit change mask.
+PULSE_AVX2_TARGET __attribute__((always_inline)) inline void emit_sub8(__m128i planes, uint64_t m, unsigned j,
+                                                                       uint8_t*& h, uint8_t*& lo,
+                                                                       uint8_t*& hi) {
+  const unsigned mj = static_cast<unsigned>(m >> (8 * j)) & 255u;
+  const __m128i ctrl = _mm_load_si128(reinterpret_cast<const __m128i*>(tables::kCompress16.ctrl[mj]));
+  const __m128i packed = _mm_shuffle_epi8(planes, ctrl);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(lo), packed);
+  _mm_storeh_pd(reinterpret_cast<double*>(hi), _mm_castsi128_pd(packed));
+  // Position after the group's last change below this sub-group (0 if none): the first gap of the
+  // sub-group is the table's (= its lowest lane) plus 8 j minus that.
+  const unsigned after = 64u - static_cast<unsigned>(_lzcnt_u64(_bzhi_u64(m, 8 * j)));
+  const __m128i gaps = _mm_add_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(tables::kGaps8.gap[mj])),
+                                    _mm_cvtsi32_si128(static_cast<int>((8 * j - after) & 255u)));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(h), gaps);
+  const unsigned k = static_cast<unsigned>(_mm_popcnt_u32(mj));
+  h += k;
+  lo += k;
+  hi += k;
+}
+
+template <bool kDelta, bool kHashA, bool kHashB>
+PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, uint64_t start,
+                                            uint64_t count, Emit16Cursor& c, Emit16Hash* hash) {
+  // Per 128-bit lane: the 8 elements' byte 0, then their byte 1.
+  const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8,
+                                         10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  uint8_t *h = c.head, *t = c.tail, *lo = c.lo, *hi = c.hi;
+  uint64_t next = c.next, total = 0;
+  __m256i acc_a0 = _mm256_setzero_si256(), acc_a1 = acc_a0, acc_b0 = acc_a0, acc_b1 = acc_a0;
+  const uint8_t* secret = hash ? hash->secret : nullptr;
+  const uint64_t hash_end = hash ? hash->block_bytes : 0;
+  if (kHashA) {
+    acc_a0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hash->base->acc));
+    acc_a1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hash->base->acc + 4));
+  }
+  if (kHashB) {
+    acc_b0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hash->target->acc));
+    acc_b1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hash->target->acc + 4));
+  }
+  alignas(32) uint8_t rest_a[128], rest_b[128];  // the last partial group, zero padded
+  for (uint64_t i = 0; i < count; i += 64) {
+    const uint8_t* pa = a + 2 * i;
+    const uint8_t* pb = b + 2 * i;
+    if (count - i < 64) {  // lanes past the end read as equal zeros
+      std::memset(rest_a, 0, sizeof rest_a);
+      std::memset(rest_b, 0, sizeof rest_b);
+      std::memcpy(rest_a, pa, 2 * (count - i));
+      std::memcpy(rest_b, pb, 2 * (count - i));
+      pa = rest_a;
+      pb = rest_b;
+    }
+    __m256i va[4], vb[4];
+    for (int q = 0; q < 4; ++q) {
+      va[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 32 * q));
+      vb[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * q));
+    }
+    if (kHashA || kHashB) {
+      // Stripes s, s + 1 of a 1024-byte XXH3 block (the kernel starts at a multiple of 64 elements).
+      const uint64_t off = 2 * (start + i);
+      if (off + 128 <= hash_end) {
+        const uint64_t s = (off >> 6) & 15;
+        const uint8_t* k0 = secret + 8 * s;
+        const uint8_t* k1 = secret + 8 * s + 8;
+        if (kHashA) {
+          acc_a0 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_a0, va[0], k0), va[2], k1);
+          acc_a1 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_a1, va[1], k0 + 32), va[3], k1 + 32);
+        }
+        if (kHashB) {
+          acc_b0 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_b0, vb[0], k0), vb[2], k1);
+          acc_b1 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_b1, vb[1], k0 + 32), vb[3], k1 + 32);
+        }
+        if (s == 14) {
+          if (kHashA) {
+            acc_a0 = xxh3_scramble_avx2(acc_a0, secret + 128);
+            acc_a1 = xxh3_scramble_avx2(acc_a1, secret + 160);
+          }
+          if (kHashB) {
+            acc_b0 = xxh3_scramble_avx2(acc_b0, secret + 128);
+            acc_b1 = xxh3_scramble_avx2(acc_b1, secret + 160);
+          }
+        }
+      }
+    }
+    const uint64_t m = ~(static_cast<uint64_t>(eq_mask32(va[0], va[1], vb[0], vb[1])) |
+                         static_cast<uint64_t>(eq_mask32(va[2], va[3], vb[2], vb[3])) << 32);
+    if (m == 0) continue;
+    uint8_t* const h0 = h;
+    for (int q = 0; q < 4; ++q) {
+      __m256i v = vb[q];
+      if (kDelta) {
+        const __m256i d = _mm256_sub_epi16(vb[q], va[q]);
+        v = _mm256_xor_si256(_mm256_slli_epi16(d, 1), _mm256_srai_epi16(d, 15));
+      }
+      const __m256i planes = _mm256_shuffle_epi8(v, split);
+      emit_sub8(_mm256_castsi256_si128(planes), m, 2 * q, h, lo, hi);
+      emit_sub8(_mm256_extracti128_si256(planes, 1), m, 2 * q + 1, h, lo, hi);
+    }
+    const uint64_t first = start + i + static_cast<uint64_t>(_tzcnt_u64(m));
+    t = put_gap(h0, t, first - next);  // overwrites the group's first head byte
+    next = start + i + 64 - static_cast<uint64_t>(_lzcnt_u64(m));
+    total += static_cast<uint64_t>(h - h0);
+  }
+  c.head = h, c.tail = t, c.lo = lo, c.hi = hi, c.next = next;
+  if (kHashA) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(hash->base->acc), acc_a0);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(hash->base->acc + 4), acc_a1);
+  }
+  if (kHashB) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(hash->target->acc), acc_b0);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(hash->target->acc + 4), acc_b1);
+  }
+  return total;
+}
+
+template <bool kDelta>
+uint64_t diff_emit16_avx2_hashing(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count,
+                                  Emit16Cursor& c, Emit16Hash* hash) {
+  const bool ha = hash && hash->base, hb = hash && hash->target;
+  if (ha && hb) return diff_emit16_avx2<kDelta, true, true>(a, b, start, count, c, hash);
+  if (hb) return diff_emit16_avx2<kDelta, false, true>(a, b, start, count, c, hash);
+  if (ha) return diff_emit16_avx2<kDelta, true, false>(a, b, start, count, c, hash);
+  return diff_emit16_avx2<kDelta, false, false>(a, b, start, count, c, hash);
+}
+
 bool cpu_has_avx512_vbmi2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
          __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("bmi") &&
-         __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
+         __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("lzcnt") &&
+         __builtin_cpu_supports("popcnt");
 }
 #endif
 
@@ -178,7 +340,7 @@ uint64_t diff_emit16_portable(const uint8_t* a, const uint8_t* b, uint64_t start
   uint64_t next = c.next, total = 0;
   for (uint64_t s = 0; s < count; s += kStep) {
     const uint64_t n = count - s < kStep ? count - s : kStep;
-    if (diff_masks(a + 2 * s, b + 2 * s, n, 2, masks) == 0) continue;
+    if (diff_masks_portable(a + 2 * s, b + 2 * s, n, 2, masks) == 0) continue;
     for (uint64_t g = 0; g < (n + kDiffGroup - 1) / kDiffGroup; ++g)
       for (uint64_t m = masks[g]; m; m &= m - 1) {
         const uint64_t off = s + g * kDiffGroup + static_cast<uint64_t>(__builtin_ctzll(m));
@@ -195,35 +357,108 @@ uint64_t diff_emit16_portable(const uint8_t* a, const uint8_t* b, uint64_t start
   return total;
 }
 
-namespace {
-std::atomic<bool> force_portable{false};
-}  // namespace
+// ---- dispatch ----------------------------------------------------------------------------------------
 
-bool diff_emit16_uses_avx512() {
-#ifdef PULSE_EMIT16_AVX512
-  static const bool has = cpu_has_avx512_vbmi2();
-  return has && !force_portable.load(std::memory_order_relaxed);
-#else
-  return false;
-#endif
+namespace {
+
+using EmitFn = uint64_t (*)(const uint8_t*, const uint8_t*, uint64_t, uint64_t, bool, Emit16Cursor&,
+                            Emit16Hash*);
+
+uint64_t emit_portable(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
+                       Emit16Cursor& c, Emit16Hash* hash) {
+  if (hash) throw std::invalid_argument("diff_emit16: the portable kernel does not hash (fused hashing)");
+  return diff_emit16_portable(a, b, start, count, delta, c);
 }
 
-void diff_emit16_force_portable(bool portable) {
-  force_portable.store(portable, std::memory_order_relaxed);
+#ifdef PULSE_EMIT16_AVX512
+uint64_t emit_avx512(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
+                     Emit16Cursor& c, Emit16Hash* hash) {
+  return delta ? diff_emit16_avx512_hashing<true>(a, b, start, count, c, hash)
+               : diff_emit16_avx512_hashing<false>(a, b, start, count, c, hash);
+}
+
+uint64_t emit_avx2(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
+                   Emit16Cursor& c, Emit16Hash* hash) {
+  return delta ? diff_emit16_avx2_hashing<true>(a, b, start, count, c, hash)
+               : diff_emit16_avx2_hashing<false>(a, b, start, count, c, hash);
+}
+
+bool cpu_has_avx2_bmi2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+         __builtin_cpu_supports("lzcnt") && __builtin_cpu_supports("popcnt");
+}
+#endif
+
+struct Variant {
+  EmitFn fn;
+  const char* isa;
+  bool hashes;  ///< accumulates XXH3 (Emit16Hash)
+};
+
+/// The variants this CPU can run, fastest first (portable last).
+struct Registry {
+  Variant all[3] = {};
+  int n = 0;
+  Registry() {
+#ifdef PULSE_EMIT16_AVX512
+    if (cpu_has_avx512_vbmi2()) all[n++] = {emit_avx512, "avx512", true};
+    if (cpu_has_avx2_bmi2()) all[n++] = {emit_avx2, "avx2", true};
+#endif
+    all[n++] = {emit_portable, "portable", false};
+  }
+};
+
+const Registry& registry() {
+  static const Registry r;
+  return r;
+}
+
+std::atomic<int> forced{-1};  // index into the registry; -1 = the fastest
+
+const Variant& variant() {
+  const int f = forced.load(std::memory_order_relaxed);
+  return registry().all[f < 0 ? 0 : f];
+}
+
+}  // namespace
+
+const char* diff_emit16_isa() {
+  return variant().isa;
+}
+
+bool diff_emit16_fuses_hash() {
+  return variant().hashes;
+}
+
+bool diff_emit16_supported(const char* isa) {
+  if (!isa) return false;
+  const Registry& r = registry();
+  for (int i = 0; i < r.n; ++i)
+    if (std::strcmp(r.all[i].isa, isa) == 0) return true;
+  return false;
+}
+
+bool diff_emit16_force(const char* isa) {
+  const Registry& r = registry();
+  if (!isa) {
+    forced.store(-1);
+    return true;
+  }
+  for (int i = 0; i < r.n; ++i)
+    if (std::strcmp(r.all[i].isa, isa) == 0) {
+      forced.store(i);
+      return true;
+    }
+  return false;
 }
 
 uint64_t diff_emit16(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
                      Emit16Cursor& cursor, Emit16Hash* hash) {
-#ifdef PULSE_EMIT16_AVX512
-  if (diff_emit16_uses_avx512()) {
-    if (hash && start % 64 != 0)
-      throw std::invalid_argument("diff_emit16: hashing needs start at a multiple of 64 elements");
-    return delta ? diff_emit16_avx512_hashing<true>(a, b, start, count, cursor, hash)
-                 : diff_emit16_avx512_hashing<false>(a, b, start, count, cursor, hash);
-  }
-#endif
-  if (hash) throw std::invalid_argument("diff_emit16: fused hashing needs the AVX-512 kernel");
-  return diff_emit16_portable(a, b, start, count, delta, cursor);
+  const Variant& v = variant();
+  if (hash && start % 64 != 0)
+    throw std::invalid_argument("diff_emit16: hashing needs start at a multiple of 64 elements");
+  return v.fn(a, b, start, count, delta, cursor, hash);
 }
 
 }  // namespace pulse::kernels

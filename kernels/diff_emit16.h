@@ -4,11 +4,15 @@
 //
 // Why a dedicated kernel: at RL densities (1-10% of elements change) the per-change work dominates the
 // encoder once memory is streamed; a scalar loop over the set bits of a difference mask mispredicts its
-// exit about once per mask word. The AVX-512 kernel (BW + VBMI + VBMI2, checked at run time) handles 64
-// elements per step without data-dependent branches: vpcompressb packs the changed lanes' value bytes
-// and in-group gaps; only the first change of a group needs its gap from the previous group; XXH3 of
-// both sides is accumulated from the same registers. The portable kernel gives the same bytes on every
-// CPU.
+// exit about once per mask word. Variants, picked at run time through one dispatch (the build never
+// assumes them; diff_emit16_force overrides, as loco_gate_force does for kernels/loco_gate.h):
+//   "avx512"   AVX-512 BW + VL + VBMI + VBMI2 (+ BMI1/2, LZCNT, POPCNT): 64 elements per step without
+//              data-dependent branches: vpcompressb packs the changed lanes' value bytes and in-group gaps;
+//   "avx2"     AVX2 + BMI1/2 + LZCNT + POPCNT: the same 64-element step in eight 8-lane sub-groups, each
+//              packed by a pshufb control indexed by its 8-bit change mask (kernels/byte_tables.h);
+//   "portable" the scalar reference (64-bit word compares, a loop over set bits) on every CPU.
+// In both SIMD kernels only the first change of a group needs its gap from the previous group, and XXH3
+// of both sides is accumulated from the registers the scan loaded. Every variant writes the same bytes.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -51,21 +55,32 @@ constexpr uint64_t emit16_tail_room(uint64_t count) {
 /// differ) to the streams: gap = position - cursor.next, then the stored value: the target's bit
 /// pattern, or with `delta` zigzag(target - base) modulo 2^16 (kernels/int_coding.h, sync/value_coding.h).
 /// Returns the number of changes. The cursors need emit16_room(count) / emit16_tail_room(count) bytes of
-/// room. With `hash` (only where diff_emit16_uses_avx512(); `start` a multiple of 64, and `count` too unless
-/// the call reaches the tensor's end) it also accumulates XXH3 over the scanned bytes of both sides.
-/// Throws std::invalid_argument when `hash` is given without the AVX-512 kernel or misaligned.
+/// room (bytes past the returned cursors are unspecified). Alignment: none required. With `hash` (only
+/// where diff_emit16_fuses_hash(); `start` a multiple of 64, and `count` too unless the call reaches the
+/// tensor's end) it also accumulates XXH3 over the scanned bytes of both sides. Throws
+/// std::invalid_argument when `hash` is given to the portable variant or `start` is misaligned. Runs the
+/// variant diff_emit16_isa() names; reentrant (calls on disjoint cursors may run concurrently).
 uint64_t diff_emit16(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
                      Emit16Cursor& cursor, Emit16Hash* hash = nullptr);
 
-/// The portable kernel alone (tests compare it with the dispatched one).
+/// The portable kernel alone (the reference the tests compare every variant with; no hashing).
 uint64_t diff_emit16_portable(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
                               Emit16Cursor& cursor);
 
-/// Whether diff_emit16 runs the AVX-512 kernel on this CPU.
-bool diff_emit16_uses_avx512();
+/// Which variant diff_emit16 runs now: "avx512", "avx2" or "portable". Thread safe.
+const char* diff_emit16_isa();
 
-/// Makes the whole process use the portable kernel (true) or the CPU's fastest again (false): the encoder
-/// then also hashes with libxxhash instead of inside the kernel. Tests only (CI CPUs may lack AVX-512).
-void diff_emit16_force_portable(bool portable);
+/// Whether the variant diff_emit16 runs now accumulates XXH3 (Emit16Hash): true for "avx512" and
+/// "avx2". The encoder otherwise hashes with libxxhash.
+bool diff_emit16_fuses_hash();
+
+/// Whether this CPU (and this build) can run the variant `isa` ("avx512", "avx2", "portable").
+bool diff_emit16_supported(const char* isa);
+
+/// Makes the whole process run variant `isa` ("avx512", "avx2", "portable"; nullptr = the CPU's fastest
+/// again). Returns false and changes nothing when the CPU cannot run it or the name is unknown. Meant for
+/// tests and benchmarks; thread safe (an atomic), but a caller that checked diff_emit16_fuses_hash()
+/// before a concurrent force may then get std::invalid_argument from diff_emit16.
+bool diff_emit16_force(const char* isa);
 
 }  // namespace pulse::kernels

@@ -1,5 +1,6 @@
 #include "kernels/diff_scan.h"
 
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -127,23 +128,76 @@ uint64_t diff_masks_portable(const uint8_t* a, const uint8_t* b, size_t n, size_
   return changed;
 }
 
-bool diff_masks_use_avx2() {
+namespace {
+
+using MaskFn = uint64_t (*)(const uint8_t*, const uint8_t*, size_t, size_t, uint64_t*);
+
 #ifdef PULSE_DIFF_AVX2
-  static const bool has = cpu_has_avx2();
-  return has;
-#else
-  return false;
+uint64_t masks_avx2_checked(const uint8_t* a, const uint8_t* b, size_t n, size_t width, uint64_t* masks) {
+  check_width(width);
+  return diff_masks_avx2(a, b, n, width, masks);
+}
 #endif
+
+struct Variant {
+  MaskFn fn;
+  const char* isa;
+};
+
+/// The variants this CPU can run, fastest first (portable last).
+struct Registry {
+  Variant all[2] = {};
+  int n = 0;
+  Registry() {
+#ifdef PULSE_DIFF_AVX2
+    if (cpu_has_avx2()) all[n++] = {masks_avx2_checked, "avx2"};
+#endif
+    all[n++] = {diff_masks_portable, "portable"};
+  }
+};
+
+const Registry& registry() {
+  static const Registry r;
+  return r;
+}
+
+std::atomic<int> forced{-1};  // index into the registry; -1 = the fastest
+
+const Variant& variant() {
+  const int f = forced.load(std::memory_order_relaxed);
+  return registry().all[f < 0 ? 0 : f];
+}
+
+}  // namespace
+
+const char* diff_masks_isa() {
+  return variant().isa;
+}
+
+bool diff_masks_supported(const char* isa) {
+  if (!isa) return false;
+  const Registry& r = registry();
+  for (int i = 0; i < r.n; ++i)
+    if (std::strcmp(r.all[i].isa, isa) == 0) return true;
+  return false;
+}
+
+bool diff_masks_force(const char* isa) {
+  const Registry& r = registry();
+  if (!isa) {
+    forced.store(-1);
+    return true;
+  }
+  for (int i = 0; i < r.n; ++i)
+    if (std::strcmp(r.all[i].isa, isa) == 0) {
+      forced.store(i);
+      return true;
+    }
+  return false;
 }
 
 uint64_t diff_masks(const uint8_t* a, const uint8_t* b, size_t n, size_t width, uint64_t* masks) {
-#ifdef PULSE_DIFF_AVX2
-  if (diff_masks_use_avx2()) {
-    check_width(width);
-    return diff_masks_avx2(a, b, n, width, masks);
-  }
-#endif
-  return diff_masks_portable(a, b, n, width, masks);
+  return variant().fn(a, b, n, width, masks);
 }
 
 }  // namespace pulse::kernels

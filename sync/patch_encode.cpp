@@ -22,7 +22,7 @@ namespace pulse::sync {
 
 // The scan kernels (kernels/).
 using kernels::diff_emit16;
-using kernels::diff_emit16_uses_avx512;
+using kernels::diff_emit16_fuses_hash;
 using kernels::diff_masks;
 using kernels::emit16_room;
 using kernels::emit16_tail_room;
@@ -83,9 +83,9 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
                  bool hash_base) {
   constexpr size_t w = sizeof(U);
   Xxh3Stream base_hash, target_hash;
-  // The AVX-512 kernel for 2-byte elements accumulates XXH3 from the registers it scans with (long
-  // inputs); the streams then stay untouched.
-  const bool fused = sizeof(U) == 2 && diff_emit16_uses_avx512() && n * w >= kXxh3LongMinBytes;
+  // The SIMD kernels for 2-byte elements (AVX-512, AVX2) accumulate XXH3 from the registers they scan with
+  // (long inputs); the streams then stay untouched.
+  const bool fused = sizeof(U) == 2 && diff_emit16_fuses_hash() && n * w >= kXxh3LongMinBytes;
   Xxh3LongState base_state, target_state;
   Emit16Hash fused_hash;
   if (fused) {

@@ -1,13 +1,17 @@
-// The fused diff-and-emit kernel for 2-byte elements (kernels/diff_emit16.h): the dispatched kernel (AVX-512
-// where the CPU has it) and the portable one give exactly the streams of an element-by-element reference.
+// The fused diff-and-emit kernel for 2-byte elements (kernels/diff_emit16.h): every variant this CPU can
+// run ("avx512", "avx2", forced through diff_emit16_force) and the portable one give exactly the streams
+// of an element-by-element reference; the SIMD variants' fused XXH3 equals libxxhash; whole patches are
+// the same bytes whichever variant encodes them. A variant the CPU lacks is reported with a WARN.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/apply_kernels.h"
 #include "kernels/diff_emit16.h"
 #include "kernels/xxh3_long.h"
 #include "sync/hash.h"
@@ -68,6 +72,25 @@ Streams run(bool portable, const std::vector<uint16_t>& a, const std::vector<uin
   return s;
 }
 
+/// The variants to test: every one this CPU runs (a WARN names those it lacks), "portable" last.
+std::vector<const char*> emit_isas() {
+  std::vector<const char*> out;
+  for (const char* isa : {"avx512", "avx2", "portable"}) {
+    if (diff_emit16_supported(isa))
+      out.push_back(isa);
+    else
+      WARN("diff_emit16 variant '" << isa << "' not tested: this CPU cannot run it");
+  }
+  return out;
+}
+
+/// Runs diff_emit16 as variant `isa` while alive; the CPU's fastest again afterwards, even on a failed
+/// REQUIRE.
+struct EmitIsa {
+  explicit EmitIsa(const char* isa) { REQUIRE(diff_emit16_force(isa)); }
+  ~EmitIsa() { diff_emit16_force(nullptr); }
+};
+
 void check_same(const Streams& got, const Streams& want) {
   REQUIRE(got.changes == want.changes);
   REQUIRE(got.head == want.head);
@@ -78,11 +101,13 @@ void check_same(const Streams& got, const Streams& want) {
 
 }  // namespace
 
-TEST_CASE("diff_emit16: dispatched and portable kernels equal the element-wise streams", "[sync][emit16]") {
-  INFO("AVX-512 kernel in use: " << diff_emit16_uses_avx512());
+TEST_CASE("diff_emit16: every variant and the portable kernel equal the element-wise streams",
+          "[sync][emit16]") {
+  const std::vector<const char*> isas = emit_isas();
   std::mt19937_64 rng(7);
-  for (uint64_t n : {0ull, 1ull, 31ull, 32ull, 33ull, 95ull, 1000ull, 40000ull, 70001ull}) {
-    for (double density : {0.0, 0.002, 0.07, 0.5, 1.0}) {
+  for (uint64_t n : {0ull, 1ull, 7ull, 8ull, 9ull, 31ull, 32ull, 33ull, 63ull, 64ull, 65ull, 95ull, 127ull,
+                     1000ull, 40000ull, 70001ull}) {
+    for (double density : {0.0, 0.002, 0.01, 0.07, 0.3, 0.5, 0.9, 1.0}) {
       std::vector<uint16_t> a(n), b(n);
       std::bernoulli_distribution flip(density);
       for (uint64_t i = 0; i < n; ++i) {
@@ -97,8 +122,12 @@ TEST_CASE("diff_emit16: dispatched and portable kernels equal the element-wise s
         for (uint64_t step : {32768ull, 1000ull, 7ull}) {
           INFO("n " << n << " density " << density << " delta " << delta << " step " << step);
           const Streams want = reference(a, b, delta);
-          check_same(run(false, a, b, delta, step), want);
           check_same(run(true, a, b, delta, step), want);
+          for (const char* isa : isas) {
+            INFO("variant " << isa);
+            EmitIsa use(isa);
+            check_same(run(false, a, b, delta, step), want);
+          }
         }
     }
   }
@@ -116,8 +145,10 @@ TEST_CASE("diff_emit16: huge gaps get full LEB128 tails", "[sync][emit16]") {
     std::vector<uint8_t> want_tail;
     for (uint64_t r = gap >> 7; r; r >>= 7)
       want_tail.push_back(static_cast<uint8_t>((r & 127) | (r >= 128 ? 128 : 0)));
-    for (bool portable : {false, true}) {
-      INFO("start " << start << " portable " << portable);
+    for (const char* isa : emit_isas()) {
+      const bool portable = isa == std::string("portable");
+      EmitIsa use(isa);
+      INFO("start " << start << " variant " << isa);
       std::vector<uint8_t> head(128), tail(64), lo(128), hi(128);
       Emit16Cursor c{head.data(), tail.data(), lo.data(), hi.data(), 0};
       const auto* pa = reinterpret_cast<const uint8_t*>(a.data());
@@ -153,42 +184,74 @@ TEST_CASE("diff_emit16: fused XXH3 of both sides equals libxxhash", "[sync][emit
     for (uint64_t off = 0; off < xxh3_long_block_bytes(len); off += kXxh3BlockBytes)
       xxh3_long_accumulate_block(ref, pa + off);
     REQUIRE(xxh3_long_finish(ref, pa, len) == xxh3_64(pa, len));
-    if (!diff_emit16_uses_avx512()) continue;
-    for (bool delta : {false, true}) {
-      INFO("n " << n << " delta " << delta);
-      Xxh3LongState sa, sb;
-      xxh3_long_init(sa);
-      xxh3_long_init(sb);
-      Emit16Hash hash{&sa, &sb, xxh3_long_block_bytes(len), xxh3_default_secret()};
-      std::vector<uint8_t> head(emit16_room(n) + 64), tail(emit16_tail_room(n) + 64), lo(emit16_room(n) + 64),
-          hi(emit16_room(n) + 64);
-      Emit16Cursor c{head.data(), tail.data(), lo.data(), hi.data(), 0};
-      for (uint64_t start = 0; start < n; start += 32768)
-        diff_emit16(pa + 2 * start, pb + 2 * start, start, std::min<uint64_t>(32768, n - start), delta, c,
-                    &hash);
-      REQUIRE(xxh3_long_finish(sa, pa, len) == xxh3_64(pa, len));
-      REQUIRE(xxh3_long_finish(sb, pb, len) == xxh3_64(pb, len));
-      // The streams are the same as without hashing.
-      const Streams want = reference(a, b, delta);
-      REQUIRE(std::vector<uint8_t>(head.data(), c.head) == want.head);
-      REQUIRE(std::vector<uint8_t>(lo.data(), c.lo) == want.lo);
+    for (const char* isa : emit_isas()) {
+      EmitIsa use(isa);
+      if (!diff_emit16_fuses_hash()) continue;  // portable: the encoder hashes with libxxhash
+      for (bool delta : {false, true}) {
+        INFO("n " << n << " delta " << delta << " variant " << isa);
+        Xxh3LongState sa, sb;
+        xxh3_long_init(sa);
+        xxh3_long_init(sb);
+        Emit16Hash hash{&sa, &sb, xxh3_long_block_bytes(len), xxh3_default_secret()};
+        std::vector<uint8_t> head(emit16_room(n) + 64), tail(emit16_tail_room(n) + 64),
+            lo(emit16_room(n) + 64), hi(emit16_room(n) + 64);
+        Emit16Cursor c{head.data(), tail.data(), lo.data(), hi.data(), 0};
+        for (uint64_t start = 0; start < n; start += 32768)
+          diff_emit16(pa + 2 * start, pb + 2 * start, start, std::min<uint64_t>(32768, n - start), delta, c,
+                      &hash);
+        REQUIRE(xxh3_long_finish(sa, pa, len) == xxh3_64(pa, len));
+        REQUIRE(xxh3_long_finish(sb, pb, len) == xxh3_64(pb, len));
+        // The streams are the same as without hashing.
+        const Streams want = reference(a, b, delta);
+        REQUIRE(std::vector<uint8_t>(head.data(), c.head) == want.head);
+        REQUIRE(std::vector<uint8_t>(tail.data(), c.tail) == want.tail);
+        REQUIRE(std::vector<uint8_t>(lo.data(), c.lo) == want.lo);
+        REQUIRE(std::vector<uint8_t>(hi.data(), c.hi) == want.hi);
+      }
     }
   }
+}
+
+TEST_CASE("diff_emit16: the portable variant refuses to hash; misaligned hashing is refused",
+          "[sync][emit16]") {
+  std::vector<uint16_t> a(512, 1), b(512, 2);
+  const auto* pa = reinterpret_cast<const uint8_t*>(a.data());
+  const auto* pb = reinterpret_cast<const uint8_t*>(b.data());
+  Xxh3LongState sa;
+  xxh3_long_init(sa);
+  Emit16Hash hash{&sa, nullptr, xxh3_long_block_bytes(1024), xxh3_default_secret()};
+  std::vector<uint8_t> head(1024), tail(1024), lo(1024), hi(1024);
+  for (const char* isa : emit_isas()) {
+    INFO("variant " << isa);
+    EmitIsa use(isa);
+    REQUIRE(std::string(diff_emit16_isa()) == isa);
+    Emit16Cursor c{head.data(), tail.data(), lo.data(), hi.data(), 0};
+    CHECK(diff_emit16_fuses_hash() == (isa != std::string("portable")));
+    if (!diff_emit16_fuses_hash())
+      CHECK_THROWS_AS(diff_emit16(pa, pb, 0, 512, false, c, &hash), std::invalid_argument);
+    CHECK_THROWS_AS(diff_emit16(pa + 2, pb + 2, 1, 64, false, c, &hash), std::invalid_argument);
+  }
+  CHECK_FALSE(diff_emit16_force("sse9"));
+  CHECK_FALSE(diff_emit16_supported(nullptr));
+  CHECK(diff_emit16_supported("portable"));
 }
 
 TEST_CASE("patches are the same bytes whichever kernels encode and apply them", "[sync][emit16][patch]") {
   // Several BF16 tensors crossing the scan blocks, a 1-D one, an F16 one; both value modes.
   std::mt19937_64 rng(5);
-  std::vector<std::string> names{"a.weight", "b.weight", "c.bias", "d.f16"};
-  std::vector<uint64_t> sizes{70001, 4096 * 33, 333, 5000};
+  // Several BF16 tensors crossing the scan blocks at ~7% changed, one at ~1% (gaps with tails), a 1-D
+  // one, an F16 one; both value modes.
+  std::vector<std::string> names{"a.weight", "b.weight", "c.bias", "d.f16", "e.sparse"};
+  std::vector<uint64_t> sizes{70001, 4096 * 33, 333, 5000, 200003};
   std::vector<std::vector<uint16_t>> base(names.size()), target(names.size());
   std::vector<TensorView> bv, tv;
   for (size_t i = 0; i < names.size(); ++i) {
     base[i].resize(sizes[i]);
     for (auto& x : base[i]) x = static_cast<uint16_t>(rng());
     target[i] = base[i];
+    const uint64_t every = names[i] == "e.sparse" ? 100 : 14;
     for (auto& x : target[i])
-      if (rng() % 14 == 0) x = static_cast<uint16_t>(x + (rng() % 2 ? 1 : -1));
+      if (rng() % every == 0) x = static_cast<uint16_t>(x + (rng() % 2 ? 1 : -1));
   }
   for (size_t i = 0; i < names.size(); ++i) {
     const DType dt = i == 3 ? DType::F16 : DType::BF16;
@@ -208,10 +271,11 @@ TEST_CASE("patches are the same bytes whichever kernels encode and apply them", 
     opt.values = mode;
     opt.threads = 2;
     const std::vector<uint8_t> fast = encode_patch(bv, tv, opt);
-    diff_emit16_force_portable(true);
-    const std::vector<uint8_t> portable = encode_patch(bv, tv, opt);
-    diff_emit16_force_portable(false);
-    REQUIRE(portable == fast);
+    for (const char* isa : emit_isas()) {
+      INFO("variant " << isa);
+      EmitIsa use(isa);
+      REQUIRE(encode_patch(bv, tv, opt) == fast);
+    }
     // Applied: bit-identical to the target.
     std::vector<std::vector<uint16_t>> w = base;
     std::vector<MutableTensorView> mv;
@@ -220,5 +284,22 @@ TEST_CASE("patches are the same bytes whichever kernels encode and apply them", 
           {names[i], tv[i].dtype, tv[i].shape, reinterpret_cast<uint8_t*>(w[i].data()), sizes[i] * 2});
     REQUIRE(apply_patch(mv, fast.data(), fast.size(), 2));
     CHECK(w == target);
+    // Applied with every apply kernel set: the same weights.
+    for (const char* isa : {"avx512", "avx2", "portable"}) {
+      if (!apply_kernels_force(isa)) {
+        WARN("apply kernels '" << isa << "' not tested: this CPU cannot run them");
+        continue;
+      }
+      std::vector<std::vector<uint16_t>> w2 = base;
+      std::vector<MutableTensorView> mv2;
+      for (size_t i = 0; i < names.size(); ++i)
+        mv2.push_back(
+            {names[i], tv[i].dtype, tv[i].shape, reinterpret_cast<uint8_t*>(w2[i].data()), sizes[i] * 2});
+      const bool ok = apply_patch(mv2, fast.data(), fast.size(), 2);
+      apply_kernels_force(nullptr);
+      INFO("apply kernels " << isa);
+      REQUIRE(ok);
+      CHECK(w2 == target);
+    }
   }
 }
