@@ -38,6 +38,7 @@ struct MasterAdam::Impl {
   std::vector<ParamState> params;  // sorted by name
   int64_t step = 0;
   uint64_t elements = 0;
+  GradientReducer reducer;
 };
 
 MasterAdam::MasterAdam(model::TransformerImpl& model, const OptimizerConfig& config)
@@ -76,6 +77,16 @@ MasterAdam::MasterAdam(torch::nn::Module& module, const OptimizerConfig& config)
 
 MasterAdam::~MasterAdam() = default;
 
+void MasterAdam::set_gradient_reducer(GradientReducer reducer) {
+  impl_->reducer = std::move(reducer);
+}
+
+std::vector<torch::Tensor> MasterAdam::master_tensors() {
+  std::vector<torch::Tensor> out;
+  for (auto& s : impl_->params) out.push_back(s.master);
+  return out;
+}
+
 void MasterAdam::zero_grad() {
   for (auto& s : impl_->params) {
     s.param.mutable_grad() = torch::Tensor();
@@ -111,6 +122,11 @@ OptimizerStepStats MasterAdam::step() {
   accumulate_grads();
   torch::NoGradGuard no_grad;
   Impl& m = *impl_;
+  if (m.reducer) {
+    std::vector<torch::Tensor> grads;
+    for (auto& s : m.params) grads.push_back(s.grad_acc);
+    m.reducer(grads);
+  }
   const OptimizerConfig& c = m.cfg;
   OptimizerStepStats stats;
   stats.elements = m.elements;

@@ -8,9 +8,12 @@
 // sparsity PULSE exploits.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <ATen/core/Tensor.h>
 
 #include "sync/tensor_view.h"
 
@@ -26,7 +29,7 @@ namespace pulse::rl {
 /// Optimizer hyper-parameters (TOML table [optimizer]).
 struct OptimizerConfig {
   std::string name = "adamw";  ///< "adam" (L2 added to the gradient) | "adamw" (decoupled decay)
-  double lr = 1e-5;            ///< peak learning rate
+  double lr = 3e-5;            ///< peak learning rate
   double beta1 = 0.9, beta2 = 0.99, eps = 1e-8;
   double weight_decay = 0.0;
   double grad_clip = 1.0;             ///< max global L2 norm of the gradient; 0 = off
@@ -72,6 +75,15 @@ class MasterAdam {
   ~MasterAdam();
   MasterAdam(const MasterAdam&) = delete;
   MasterAdam& operator=(const MasterAdam&) = delete;
+
+  /// Called by step() with the FP32 gradient sums (sorted by name, as names()) after the last
+  /// accumulate_grads() and before the norm and clip, e.g. to all-reduce them across data-parallel
+  /// trainers (multi.mode = ddp). It may modify them in place.
+  using GradientReducer = std::function<void(std::vector<at::Tensor>& grads)>;
+  void set_gradient_reducer(GradientReducer reducer);
+  /// The FP32 master tensors (sorted by name, as names()); writes change the masters, after which the
+  /// caller runs cast_to_model() (DiLoCo's outer step moves the masters to the new global weights).
+  std::vector<at::Tensor> master_tensors();
 
   /// Clears the model's grads and the FP32 accumulators.
   void zero_grad();

@@ -1,0 +1,209 @@
+// DiLoCo / PULSELoCo outer rounds (rl/diloco.h).
+#include "rl/diloco.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include "kernels/loco_gate.h"
+#include "rl/process_group.h"
+#include "sync/loco_exchange.h"
+#include "sync/safetensors.h"
+
+namespace pulse::rl {
+namespace {
+
+constexpr const char* kOuterFormat = "pulse-outer-state-v1";
+
+void require(bool ok, const std::string& field, const std::string& what) {
+  if (!ok) throw std::invalid_argument("multi." + field + " " + what);
+}
+
+CommCounters total_of(const TrainerGroup& g) {
+  return g.stats().total();
+}
+
+}  // namespace
+
+void OuterConfig::validate() const {
+  require(mode == "single" || mode == "ddp" || mode == "diloco" || mode == "pulseloco", "mode",
+          "must be one of single, ddp, diloco, pulseloco (got '" + mode + "')");
+  require(inner_steps >= 1, "inner_steps", "must be >= 1");
+  require(std::isfinite(outer_lr) && outer_lr > 0, "outer_lr", "must be a finite number > 0");
+  require(std::isfinite(outer_momentum) && outer_momentum >= 0 && outer_momentum < 1, "outer_momentum",
+          "must be in [0, 1)");
+  require(std::isfinite(timeout_s) && timeout_s > 0, "timeout_s", "must be > 0");
+  require(zstd_level >= 0 && zstd_level <= 19, "zstd_level", "must be in 0..19");
+}
+
+OuterOptimizer::OuterOptimizer(const OuterConfig& config, const std::vector<at::Tensor>& masters,
+                               std::vector<std::string> names)
+    : config_(config), names_(std::move(names)) {
+  config_.validate();
+  if (names_.size() != masters.size())
+    throw std::invalid_argument("OuterOptimizer: " + std::to_string(names_.size()) + " names for " +
+                                std::to_string(masters.size()) + " tensors");
+  torch::NoGradGuard no_grad;
+  for (const auto& m : masters) {
+    if (m.scalar_type() != torch::kFloat32)
+      throw std::invalid_argument("OuterOptimizer: masters must be FP32");
+    global_.push_back(m.detach().to(torch::kCPU).contiguous().clone());
+    residual_.push_back(torch::zeros_like(global_.back()));
+    momentum_.push_back(torch::zeros_like(global_.back()));
+  }
+}
+
+void OuterOptimizer::pseudo_gradient_dense(const std::vector<at::Tensor>& masters, TrainerGroup& group,
+                                           std::vector<at::Tensor>& avg, OuterRoundStats& st) {
+  const double w = group.world_size();
+  for (size_t t = 0; t < global_.size(); ++t) {
+    at::Tensor d = (global_[t] - masters[t].to(torch::kCPU)).contiguous();  // delta = g - l
+    group.allreduce_sum(d, "pseudo-gradient " + names_[t]);
+    d.div_(w);
+    st.fired += static_cast<uint64_t>(d.numel());
+    avg.push_back(d);
+  }
+}
+
+void OuterOptimizer::pseudo_gradient_sparse(const std::vector<at::Tensor>& masters, TrainerGroup& group,
+                                            std::vector<at::Tensor>& avg, OuterRoundStats& st) {
+  // Gate + error feedback per tensor into (index, s) lists; residual updated only after the exchange
+  // succeeded, so a failed round leaves the outer state as it was.
+  std::vector<sync::LocoTensorSpec> table;
+  std::vector<std::vector<uint32_t>> idx(global_.size());
+  std::vector<std::vector<float>> val(global_.size());
+  std::vector<at::Tensor> new_residual;
+  std::vector<sync::LocoFiredView> fired;
+  for (size_t t = 0; t < global_.size(); ++t) {
+    const size_t n = static_cast<size_t>(global_[t].numel());
+    at::Tensor local = masters[t].to(torch::kCPU).contiguous();
+    at::Tensor r = residual_[t].clone();
+    idx[t].resize(n);
+    val[t].resize(n);
+    kernels::LocoGateResult g =
+        kernels::loco_gate(global_[t].data_ptr<float>(), local.data_ptr<float>(), r.data_ptr<float>(), n,
+                           config_.gate_open, idx[t].data(), val[t].data());
+    if (g.nonfinite)
+      throw std::runtime_error("rank " + std::to_string(group.rank()) + ": non-finite pseudo-gradient in '" +
+                               names_[t] + "' (round " + std::to_string(rounds_) + " refused)");
+    idx[t].resize(g.fired);
+    val[t].resize(g.fired);
+    st.fired += g.fired;
+    table.push_back({names_[t], static_cast<uint64_t>(n)});
+    new_residual.push_back(r);
+  }
+  for (size_t t = 0; t < global_.size(); ++t) fired.push_back({idx[t].data(), val[t].data(), idx[t].size()});
+  sync::LocoEncodeOptions eo;
+  eo.zstd_level = config_.zstd_level;
+  const int w = group.world_size();
+  std::vector<uint8_t> mine = sync::encode_loco_contribution(
+      static_cast<uint32_t>(group.rank()), static_cast<uint32_t>(w), rounds_, table, fired, eo);
+  std::vector<std::vector<uint8_t>> all = group.exchange_bytes(mine, "PULSELoCo contribution");
+  std::vector<sync::LocoBufferView> views;
+  for (const auto& b : all) views.push_back({b.data(), b.size()});
+  std::vector<sync::LocoSumView> sums;
+  for (const auto& g : global_) {
+    avg.push_back(torch::zeros_like(g));
+    sums.push_back({avg.back().data_ptr<float>(), static_cast<uint64_t>(g.numel())});
+  }
+  sync::loco_decode_and_sum(views, rounds_, table, sums);
+  for (auto& a : avg) a.div_(static_cast<double>(w));
+  residual_ = std::move(new_residual);
+}
+
+OuterRoundStats OuterOptimizer::round(std::vector<at::Tensor>& masters, TrainerGroup& group) {
+  const auto t0 = std::chrono::steady_clock::now();
+  torch::NoGradGuard no_grad;
+  if (masters.size() != global_.size())
+    throw std::invalid_argument("OuterOptimizer::round: " + std::to_string(masters.size()) +
+                                " tensors, expected " + std::to_string(global_.size()));
+  OuterRoundStats st;
+  st.round = rounds_;
+  const CommCounters before = total_of(group);
+  std::vector<at::Tensor> avg;
+  if (config_.mode == "pulseloco") {
+    pseudo_gradient_sparse(masters, group, avg, st);
+  } else {
+    pseudo_gradient_dense(masters, group, avg, st);
+  }
+  // Outer Nesterov SGD on the global weights (PyTorch SGD, nesterov=True), then local := global.
+  const double lr = config_.outer_lr, mu = config_.outer_momentum;
+  double sq = 0;
+  for (size_t t = 0; t < global_.size(); ++t) {
+    const double n = avg[t].norm().item<double>();
+    sq += n * n;
+    momentum_[t].mul_(mu).add_(avg[t]);
+    at::Tensor update = avg[t] + momentum_[t] * mu;
+    global_[t].sub_(update * lr);
+    masters[t].copy_(global_[t]);
+    st.elements += static_cast<uint64_t>(global_[t].numel());
+  }
+  const CommCounters after = total_of(group);
+  st.payload_bytes = after.payload_bytes - before.payload_bytes;
+  st.wire_bytes = after.wire_bytes - before.wire_bytes;
+  st.dense_bytes = 4 * st.elements;
+  st.pseudo_grad_norm = std::sqrt(sq);
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++rounds_;
+  return st;
+}
+
+void OuterOptimizer::save(const std::string& path) const {
+  std::vector<sync::TensorView> views;
+  auto add = [&](const std::string& prefix, const std::vector<at::Tensor>& ts) {
+    for (size_t t = 0; t < ts.size(); ++t)
+      views.push_back(sync::TensorView{prefix + names_[t], sync::DType::F32, ts[t].sizes().vec(),
+                                       static_cast<const uint8_t*>(ts[t].data_ptr()),
+                                       static_cast<size_t>(ts[t].numel()) * sizeof(float)});
+  };
+  add("global/", global_);
+  add("residual/", residual_);
+  add("momentum/", momentum_);
+  sync::write_safetensors(
+      path, views, {{"format", kOuterFormat}, {"rounds", std::to_string(rounds_)}, {"mode", config_.mode}});
+}
+
+void OuterOptimizer::load(const std::string& path) {
+  sync::SafetensorsFile file = sync::SafetensorsFile::open(path);
+  const auto& meta = file.metadata();
+  auto fmt = meta.find("format");
+  if (fmt == meta.end() || fmt->second != kOuterFormat)
+    throw std::runtime_error(path + ": not a pulse outer state (metadata \"format\" must be \"" +
+                             std::string(kOuterFormat) + "\")");
+  auto rounds = meta.find("rounds");
+  if (rounds == meta.end()) throw std::runtime_error(path + ": metadata \"rounds\" missing");
+  std::map<std::string, const sync::TensorView*> by_name;
+  for (const auto& v : file.tensors()) by_name[v.name] = &v;
+  torch::NoGradGuard no_grad;
+  auto load_into = [&](const std::string& prefix, std::vector<at::Tensor>& ts) {
+    for (size_t t = 0; t < ts.size(); ++t) {
+      auto it = by_name.find(prefix + names_[t]);
+      if (it == by_name.end()) throw std::runtime_error(path + ": missing tensor " + prefix + names_[t]);
+      const sync::TensorView& v = *it->second;
+      if (v.dtype != sync::DType::F32 || v.shape != ts[t].sizes().vec())
+        throw std::runtime_error(path + ": tensor " + prefix + names_[t] + " has the wrong dtype or shape");
+      ts[t].copy_(torch::from_blob(const_cast<uint8_t*>(v.data), v.shape, torch::kFloat32));
+    }
+  };
+  load_into("global/", global_);
+  load_into("residual/", residual_);
+  load_into("momentum/", momentum_);
+  rounds_ = std::stoull(rounds->second);
+}
+
+std::function<void(std::vector<at::Tensor>&)> ddp_gradient_reducer(TrainerGroup& group) {
+  return [&group](std::vector<at::Tensor>& grads) {
+    const double w = group.world_size();
+    for (auto& g : grads) {
+      at::Tensor h = g.to(torch::kCPU).contiguous();
+      group.allreduce_sum(h, "gradient");
+      h.div_(w);
+      if (!h.is_same(g)) g.copy_(h);
+    }
+  };
+}
+
+}  // namespace pulse::rl
