@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <memory>
 
 #include "app/commands.h"
 #include "app/config.h"
@@ -25,80 +26,88 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool config_required) {
   cmd->add_flag("--log-json", o.log_json, "one JSON object per step on stdout");
 }
 
+/// `pulse run`, `pulse trainer`, `pulse worker`, `pulse eval`: the roles (app/job.h).
+void register_role_commands(CLI::App& app) {
+  auto run_opts = std::make_shared<JobOptions>();
+  auto* run =
+      app.add_subcommand("run", "train: SFT warm start, then GRPO with PULSESync to inference workers");
+  add_job_options(run, *run_opts, false);
+  run->add_option("--resume", run_opts->resume_dir, "continue the run in RUN_DIR from its last checkpoint")
+      ->check(CLI::ExistingDirectory);
+  run->callback([run_opts] {
+    if (run_opts->config_path.empty() && run_opts->resume_dir.empty())
+      throw CLI::ValidationError("run", "give a CONFIG file or --resume RUN_DIR");
+    throw Exit{run_job(*run_opts)};
+  });
+
+  auto trainer_opts = std::make_shared<JobOptions>();
+  auto* trainer = app.add_subcommand(
+      "trainer", "the trainer role alone: waits for run.workers `pulse worker` processes to connect");
+  add_job_options(trainer, *trainer_opts, false);
+  trainer->add_option("--resume", trainer_opts->resume_dir, "continue the run in RUN_DIR")
+      ->check(CLI::ExistingDirectory);
+  trainer->callback([trainer_opts] {
+    if (trainer_opts->config_path.empty() && trainer_opts->resume_dir.empty())
+      throw CLI::ValidationError("trainer", "give a CONFIG file or --resume RUN_DIR");
+    trainer_opts->in_process_workers = false;
+    throw Exit{run_job(*trainer_opts)};
+  });
+
+  auto worker_opts = std::make_shared<WorkerOptions>();
+  auto* worker =
+      app.add_subcommand("worker", "an inference worker: fetches PULSESync patches, generates rollouts");
+  worker->add_option("--trainer", worker_opts->trainer_url, "trainer control URL, e.g. http://10.0.0.5:7000")
+      ->required();
+  worker->add_option("--token", worker_opts->token, "bearer token (default: the PULSE_TOKEN env var)");
+  worker->add_option("--id", worker_opts->worker_id, "worker id (default: hostname-pid)");
+  worker->add_option("--threads", worker_opts->threads, "LibTorch threads (0 = default)");
+  worker->callback([worker_opts] { throw Exit{worker_main(*worker_opts)}; });
+
+  auto eval_opts = std::make_shared<JobOptions>();
+  auto* eval = app.add_subcommand("eval", "Pass@1 (greedy) of model.path on the config's held-out problems");
+  add_job_options(eval, *eval_opts, true);
+  eval->callback([eval_opts] { throw Exit{eval_job(*eval_opts)}; });
+}
+
+/// `pulse config`, `pulse report`.
+void register_tool_commands(CLI::App& app) {
+  auto print_defaults = std::make_shared<bool>(false);
+  auto check_path = std::make_shared<std::string>();
+  auto* config = app.add_subcommand("config", "print or check configs");
+  config->add_flag("--print-defaults", *print_defaults, "print every key with its default as TOML");
+  config->add_option("--check", *check_path, "validate a config file")->check(CLI::ExistingFile);
+  config->callback([print_defaults, check_path] {
+    if (*print_defaults) {
+      std::cout << to_toml(Config{});
+    } else if (!check_path->empty()) {
+      std::cout << to_toml(load_config(*check_path));
+    } else {
+      throw CLI::ValidationError("config", "give --print-defaults or --check FILE");
+    }
+  });
+
+  auto report_dir = std::make_shared<std::string>();
+  auto* report =
+      app.add_subcommand("report", "rebuild RUN_DIR/report.html from metrics.jsonl and summary.json");
+  report->add_option("run_dir", *report_dir, "run directory")->required()->check(CLI::ExistingDirectory);
+  report->callback([report_dir] { std::cout << write_report(*report_dir) << "\n"; });
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
   CLI::App app{"pulse: RL post-training of LLMs with sparse, lossless PULSESync weight updates"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pulse 0.1");
-
-  JobOptions run_opts;
-  auto* run =
-      app.add_subcommand("run", "train: SFT warm start, then GRPO with PULSESync to inference workers");
-  add_job_options(run, run_opts, false);
-  run->add_option("--resume", run_opts.resume_dir, "continue the run in RUN_DIR from its last checkpoint")
-      ->check(CLI::ExistingDirectory);
-  run->callback([&] {
-    if (run_opts.config_path.empty() && run_opts.resume_dir.empty())
-      throw CLI::ValidationError("run", "give a CONFIG file or --resume RUN_DIR");
-    throw Exit{run_job(run_opts)};
-  });
-
-  JobOptions trainer_opts;
-  auto* trainer = app.add_subcommand(
-      "trainer", "the trainer role alone: waits for run.workers `pulse worker` processes to connect");
-  add_job_options(trainer, trainer_opts, false);
-  trainer->add_option("--resume", trainer_opts.resume_dir, "continue the run in RUN_DIR")
-      ->check(CLI::ExistingDirectory);
-  trainer->callback([&] {
-    if (trainer_opts.config_path.empty() && trainer_opts.resume_dir.empty())
-      throw CLI::ValidationError("trainer", "give a CONFIG file or --resume RUN_DIR");
-    trainer_opts.in_process_workers = false;
-    throw Exit{run_job(trainer_opts)};
-  });
-
-  WorkerOptions worker_opts;
-  auto* worker =
-      app.add_subcommand("worker", "an inference worker: fetches PULSESync patches, generates rollouts");
-  worker->add_option("--trainer", worker_opts.trainer_url, "trainer control URL, e.g. http://10.0.0.5:7000")
-      ->required();
-  worker->add_option("--token", worker_opts.token, "bearer token (default: the PULSE_TOKEN env var)");
-  worker->add_option("--id", worker_opts.worker_id, "worker id (default: hostname-pid)");
-  worker->add_option("--threads", worker_opts.threads, "LibTorch threads (0 = default)");
-  worker->callback([&] { throw Exit{worker_main(worker_opts)}; });
-
-  JobOptions eval_opts;
-  auto* eval = app.add_subcommand("eval", "Pass@1 (greedy) of model.path on the config's held-out problems");
-  add_job_options(eval, eval_opts, true);
-  eval->callback([&] { throw Exit{eval_job(eval_opts)}; });
-
-  bool print_defaults = false;
-  std::string check_path;
-  auto* config = app.add_subcommand("config", "print or check configs");
-  config->add_flag("--print-defaults", print_defaults, "print every key with its default as TOML");
-  config->add_option("--check", check_path, "validate a config file")->check(CLI::ExistingFile);
-  config->callback([&] {
-    if (print_defaults) {
-      std::cout << to_toml(Config{});
-    } else if (!check_path.empty()) {
-      std::cout << to_toml(load_config(check_path));
-    } else {
-      throw CLI::ValidationError("config", "give --print-defaults or --check FILE");
-    }
-  });
-
-  std::string report_dir;
-  auto* report =
-      app.add_subcommand("report", "rebuild RUN_DIR/report.html from metrics.jsonl and summary.json");
-  report->add_option("run_dir", report_dir, "run directory")->required()->check(CLI::ExistingDirectory);
-  report->callback([&] { std::cout << write_report(report_dir) << "\n"; });
-
+  register_role_commands(app);
+  register_tool_commands(app);
   register_sync_commands(app);
   register_reward_commands(app);
   register_launch_command(app, argc, argv);
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
   register_model_bench(*bench);
+  register_loco_bench(*bench);
 
   try {
     app.parse(argc, argv);

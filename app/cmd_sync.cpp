@@ -22,8 +22,8 @@ namespace {
 struct SyncCliOptions {
   std::string base, target, model, patch, out;
   std::string values = "absolute";
-  int zstd_level = 1;
-  int threads = 0;
+  int zstd_level = sync::PatchOptions{}.zstd_level;  // the codec's defaults, declared in sync/patch.h
+  int threads = sync::PatchOptions{}.threads;
   uint64_t base_version = 0, target_version = 1;
   std::string model_id;
   bench::SyncBenchCli bench;

@@ -13,6 +13,9 @@ void register_sync_commands(CLI::App& root);
 /// `pulse bench model` (app/cmd_model.cpp); `bench` is the parent subcommand.
 void register_model_bench(CLI::App& bench);
 
+/// `pulse bench loco` (app/cmd_bench_loco.cpp): ddp vs diloco vs pulseloco with `pulse launch`.
+void register_loco_bench(CLI::App& bench);
+
 /// `pulse reward math|mbpp` (app/cmd_reward.cpp).
 void register_reward_commands(CLI::App& root);
 

@@ -2,6 +2,7 @@
 // so that a field cannot be read without being validated or printed.
 #include "app/config.h"
 
+#include "app/setup.h"
 #include "model/chat_template.h"
 
 #include <toml++/toml.h>
@@ -12,12 +13,15 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 #include <variant>
 
 namespace pulse::app {
 namespace {
 
-using FieldPtr = std::variant<std::string*, int64_t*, double*, bool*>;
+/// Where a key's value lives: a member of Config or of an algorithm struct inside it. ValueMode is read and
+/// written as its name ("absolute" | "delta").
+using FieldPtr = std::variant<std::string*, int64_t*, double*, bool*, int*, uint64_t*, sync::ValueMode*>;
 
 /// One TOML field. `check` returns "" when the value is fine, else what is wrong ("must be >= 1").
 struct Field {
@@ -26,13 +30,40 @@ struct Field {
   std::function<std::string()> check;
 };
 
-std::function<std::string()> int_range(const int64_t* v, int64_t lo, int64_t hi) {
+template <typename Int>
+std::function<std::string()> int_range(const Int* v, int64_t lo, int64_t hi) {
   return [v, lo, hi]() -> std::string {
-    if (*v < lo) return "must be >= " + std::to_string(lo) + " (got " + std::to_string(*v) + ")";
-    if (*v > hi) return "must be <= " + std::to_string(hi) + " (got " + std::to_string(*v) + ")";
+    const int64_t x = static_cast<int64_t>(*v);
+    if (x < lo) return "must be >= " + std::to_string(lo) + " (got " + std::to_string(x) + ")";
+    if (x > hi) return "must be <= " + std::to_string(hi) + " (got " + std::to_string(x) + ")";
     return "";
   };
 }
+
+/// uint64 fields are written as TOML integers (int64); values above 2^63 are out of range.
+std::function<std::string()> uint_range(const uint64_t* v, uint64_t lo) {
+  return [v, lo]() -> std::string {
+    if (*v < lo) return "must be >= " + std::to_string(lo) + " (got " + std::to_string(*v) + ")";
+    if (*v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return "must be < 2^63";
+    return "";
+  };
+}
+
+const char* value_mode_name(sync::ValueMode m) {
+  return m == sync::ValueMode::Delta ? "delta" : "absolute";
+}
+bool value_mode_from(const std::string& s, sync::ValueMode* m) {
+  if (s == "absolute") return *m = sync::ValueMode::Absolute, true;
+  if (s == "delta") return *m = sync::ValueMode::Delta, true;
+  return false;
+}
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 std::string fmt_double(double x) {
   char buf[64];
@@ -86,152 +117,242 @@ std::function<std::string()> any() {
 
 constexpr int64_t kMaxI = std::numeric_limits<int64_t>::max();
 
-std::vector<Field> fields(Config& c) {
+/// Collects the field table; one function per section below.
+struct FieldTable {
   std::vector<Field> f;
-  auto add = [&](const char* s, const char* k, FieldPtr p, const char* doc,
-                 std::function<std::string()> chk) {
+  void add(const char* s, const char* k, FieldPtr p, const char* doc, std::function<std::string()> chk) {
     f.push_back(Field{s, k, doc, p, std::move(chk)});
-  };
+  }
+};
+
+void model_fields(FieldTable& t, Config& c) {
   // model
-  add("model", "config", &c.model.config,
-      "HF config.json of a fresh model; \"\" = the embedded tiny Llama (configs/tiny-llama.json)", any());
-  add("model", "path", &c.model.path, "HF checkpoint folder to start from; \"\" = seeded init from config",
-      any());
-  add("model", "dtype", &c.model.dtype, "compute dtype: bfloat16 | float32 (weights always hold BF16 values)",
-      one_of(&c.model.dtype, {"bfloat16", "float32"}));
+  t.add("model", "config", &c.model.config,
+        "HF config.json of a fresh model; \"\" = the embedded tiny Llama (configs/tiny-llama.json)", any());
+  t.add("model", "path", &c.model.path, "HF checkpoint folder to start from; \"\" = seeded init from config",
+        any());
+  t.add("model", "dtype", &c.model.dtype,
+        "compute dtype: bfloat16 | float32 (weights always hold BF16 values)",
+        one_of(&c.model.dtype, {"bfloat16", "float32"}));
+}
+
+void tokenizer_fields(FieldTable& t, Config& c) {
   // tokenizer
-  add("tokenizer", "path", &c.tokenizer.path,
-      "tokenizer file or folder; \"\" = train SentencePiece BPE into <run dir>/tokenizer.model", any());
-  add("tokenizer", "vocab_size", &c.tokenizer.vocab_size, "pieces of the trained tokenizer (path = \"\")",
-      int_range(&c.tokenizer.vocab_size, 64, 1 << 20));
-  add("tokenizer", "chat_template", &c.tokenizer.chat_template,
-      "prompt template preset: plain | chatml | llama2 (model/chat_template.h)",
-      one_of(&c.tokenizer.chat_template, model::PromptTemplate::preset_names()));
+  t.add("tokenizer", "path", &c.tokenizer.path,
+        "tokenizer file or folder; \"\" = train SentencePiece BPE into <run dir>/tokenizer.model", any());
+  t.add("tokenizer", "vocab_size", &c.tokenizer.vocab_size, "pieces of the trained tokenizer (path = \"\")",
+        int_range(&c.tokenizer.vocab_size, 64, 1 << 20));
+  t.add("tokenizer", "chat_template", &c.tokenizer.chat_template,
+        "prompt template preset: plain | chatml | llama2 (model/chat_template.h)",
+        one_of(&c.tokenizer.chat_template, model::PromptTemplate::preset_names()));
+}
+
+void data_fields(FieldTable& t, Config& c) {
   // data
-  add("data", "task", &c.data.task, "synthetic_math | synthetic_code | math | mbpp | gsm8k",
-      one_of(&c.data.task, {"synthetic_math", "synthetic_code", "math", "mbpp", "gsm8k"}));
-  add("data", "path", &c.data.path, "train jsonl for math | mbpp | gsm8k", any());
-  add("data", "eval_path", &c.data.eval_path, "held-out jsonl; \"\" = split from the train problems", any());
-  add("data", "n_problems", &c.data.n_problems, "synthetic problems generated (train + held-out)",
-      int_range(&c.data.n_problems, 2, 10'000'000));
-  add("data", "max_level", &c.data.max_level, "synthetic difficulty 1..5",
-      int_range(&c.data.max_level, 1, 5));
-  add("data", "held_out_fraction", &c.data.held_out_fraction, "share kept for Pass@1 (when eval_path = \"\")",
-      real_range(&c.data.held_out_fraction, 0.0, 0.9, true));
-  add("data", "seed", &c.data.seed, "problem generation and split seed", int_range(&c.data.seed, 0, kMaxI));
-  // sft
-  add("sft", "steps", &c.sft.steps, "SFT warm-start optimizer steps (0 = none)",
-      int_range(&c.sft.steps, 0, kMaxI));
-  add("sft", "batch_size", &c.sft.batch_size, "sequences per SFT step",
-      int_range(&c.sft.batch_size, 1, 1 << 20));
-  add("sft", "max_len", &c.sft.max_len, "tokens per SFT sequence (prompt + target)",
-      int_range(&c.sft.max_len, 8, 1 << 20));
-  add("sft", "lr", &c.sft.lr, "SFT learning rate (AdamW, cosine to 10% after warmup)",
-      real_range(&c.sft.lr, 0.0, 1.0, true));
-  add("sft", "warmup_steps", &c.sft.warmup_steps, "SFT linear warmup steps",
-      int_range(&c.sft.warmup_steps, 0, kMaxI));
-  // rl
-  add("rl", "steps", &c.rl.steps, "GRPO steps", int_range(&c.rl.steps, 0, kMaxI));
-  add("rl", "prompts_per_step", &c.rl.prompts_per_step, "prompts per step, split among the workers",
-      int_range(&c.rl.prompts_per_step, 1, 1 << 20));
-  add("rl", "group_size", &c.rl.group_size, "G: rollouts per prompt",
-      int_range(&c.rl.group_size, 2, 1 << 16));
-  add("rl", "max_new_tokens", &c.rl.max_new_tokens, "response length cap (tokens)",
-      int_range(&c.rl.max_new_tokens, 1, 1 << 20));
-  add("rl", "temperature", &c.rl.temperature, "sampling temperature",
-      real_range(&c.rl.temperature, 0.0, 100.0, true));
-  add("rl", "top_p", &c.rl.top_p, "nucleus sampling mass", real_range(&c.rl.top_p, 0.0, 1.0, true));
-  add("rl", "top_k", &c.rl.top_k, "top-k sampling (0 = off)", int_range(&c.rl.top_k, 0, 1 << 24));
-  add("rl", "eps_low", &c.rl.eps_low, "PPO ratio clip below 1", real_range(&c.rl.eps_low, 0.0, 1.0));
-  add("rl", "eps_high", &c.rl.eps_high, "ratio clip above 1 (DAPO clip-higher)",
-      real_range(&c.rl.eps_high, 0.0, 10.0));
-  add("rl", "scale_by_std", &c.rl.scale_by_std, "divide advantages by the group std (false = Dr. GRPO)",
-      any());
-  add("rl", "loss_agg", &c.rl.loss_agg, "token_mean | seq_mean | constant",
-      one_of(&c.rl.loss_agg, {"token_mean", "seq_mean", "constant"}));
-  add("rl", "kl_coef", &c.rl.kl_coef, "KL penalty to the initial policy (0 = no reference model)",
-      real_range(&c.rl.kl_coef, 0.0, 100.0));
-  add("rl", "tis_cap", &c.rl.tis_cap, "truncated importance sampling cap (0 = off)",
-      real_range(&c.rl.tis_cap, 0.0, 1e6));
-  add("rl", "micro_batch", &c.rl.micro_batch, "rollouts per forward/backward",
-      int_range(&c.rl.micro_batch, 1, 1 << 20));
-  add("rl", "max_lag", &c.rl.max_lag,
-      "off-policy lag in versions: 0 = on-policy; 1 = the workers sample step s+1 at version s while the "
-      "trainer takes step s (TIS corrects the gap)",
-      int_range(&c.rl.max_lag, 0, 1));
-  // optimizer
-  add("optimizer", "name", &c.optimizer.name, "adam | adamw", one_of(&c.optimizer.name, {"adam", "adamw"}));
-  add("optimizer", "lr", &c.optimizer.lr, "GRPO learning rate", real_range(&c.optimizer.lr, 0.0, 1.0, true));
-  add("optimizer", "beta1", &c.optimizer.beta1, "Adam beta1", real_range(&c.optimizer.beta1, 0.0, 0.999999));
-  add("optimizer", "beta2", &c.optimizer.beta2, "Adam beta2",
-      real_range(&c.optimizer.beta2, 0.0, 0.999999999));
-  add("optimizer", "eps", &c.optimizer.eps, "Adam epsilon", real_range(&c.optimizer.eps, 0.0, 1.0, true));
-  add("optimizer", "weight_decay", &c.optimizer.weight_decay, "decoupled weight decay (adamw)",
-      real_range(&c.optimizer.weight_decay, 0.0, 1.0));
-  add("optimizer", "grad_clip", &c.optimizer.grad_clip, "global L2 gradient norm clip (0 = off)",
-      real_range(&c.optimizer.grad_clip, 0.0, 1e9));
-  add("optimizer", "schedule", &c.optimizer.schedule, "constant | linear_warmup | cosine",
-      one_of(&c.optimizer.schedule, {"constant", "linear_warmup", "cosine"}));
-  add("optimizer", "warmup_steps", &c.optimizer.warmup_steps, "linear warmup steps",
-      int_range(&c.optimizer.warmup_steps, 0, kMaxI));
-  add("optimizer", "min_lr_ratio", &c.optimizer.min_lr_ratio, "cosine floor as a share of lr",
-      real_range(&c.optimizer.min_lr_ratio, 0.0, 1.0));
-  // sync
-  add("sync", "values", &c.sync.values, "patch values: absolute | delta",
-      one_of(&c.sync.values, {"absolute", "delta"}));
-  add("sync", "zstd_level", &c.sync.zstd_level, "zstd level 0..22 (0 = none)",
-      int_range(&c.sync.zstd_level, 0, 22));
-  add("sync", "anchor_every", &c.sync.anchor_every, "full snapshot every N versions",
-      int_range(&c.sync.anchor_every, 1, kMaxI));
-  add("sync", "keep_anchors", &c.sync.keep_anchors, "anchors retained",
-      int_range(&c.sync.keep_anchors, 1, 1 << 20));
-  add("sync", "threads", &c.sync.threads, "codec threads (0 = all cores)",
-      int_range(&c.sync.threads, 0, 1024));
-  add("sync", "store_on_disk", &c.sync.store_on_disk, "keep patches/anchors under <run dir>/sync", any());
+  t.add("data", "task", &c.data.task, "synthetic_math | synthetic_code | math | mbpp | gsm8k",
+        one_of(&c.data.task, {"synthetic_math", "synthetic_code", "math", "mbpp", "gsm8k"}));
+  t.add("data", "path", &c.data.path, "train jsonl for math | mbpp | gsm8k", any());
+  t.add("data", "eval_path", &c.data.eval_path, "held-out jsonl; \"\" = split from the train problems",
+        any());
+  t.add("data", "n_problems", &c.data.n_problems, "synthetic problems generated (train + held-out)",
+        int_range(&c.data.n_problems, 2, 10'000'000));
+  t.add("data", "max_level", &c.data.max_level, "synthetic difficulty 1..5",
+        int_range(&c.data.max_level, 1, 5));
+  t.add("data", "held_out_fraction", &c.data.held_out_fraction,
+        "share kept for Pass@1 (when eval_path = \"\")",
+        real_range(&c.data.held_out_fraction, 0.0, 0.9, true));
+  t.add("data", "seed", &c.data.seed, "problem generation and split seed", int_range(&c.data.seed, 0, kMaxI));
+}
+
+void sft_fields(FieldTable& t, Config& c) {
+  // sft: the loop (rl::SftConfig) and its optimizer (rl::OptimizerConfig, cosine)
+  rl::SftConfig& sft = c.sft.loop;
+  rl::OptimizerConfig& sft_opt = c.sft.optimizer;
+  t.add("sft", "steps", &sft.steps, "SFT warm-start optimizer steps (0 = none)",
+        int_range(&sft.steps, 0, kMaxI));
+  t.add("sft", "batch_size", &sft.batch_size, "sequences per SFT step",
+        int_range(&sft.batch_size, 1, 1 << 20));
+  t.add("sft", "micro_batch", &sft.micro_batch, "sequences per SFT forward/backward (0 = batch_size)",
+        int_range(&sft.micro_batch, 0, 1 << 20));
+  t.add("sft", "max_len", &sft.max_len, "tokens per SFT sequence (prompt + target)",
+        int_range(&sft.max_len, 8, 1 << 20));
+  t.add("sft", "lr", &sft_opt.lr, "SFT learning rate (AdamW, cosine to sft.min_lr_ratio after warmup)",
+        real_range(&sft_opt.lr, 0.0, 1.0, true));
+  t.add("sft", "warmup_steps", &sft_opt.warmup_steps, "SFT linear warmup steps",
+        int_range(&sft_opt.warmup_steps, 0, kMaxI));
+  t.add("sft", "min_lr_ratio", &sft_opt.min_lr_ratio, "SFT cosine floor as a share of sft.lr",
+        real_range(&sft_opt.min_lr_ratio, 0.0, 1.0));
+  t.add("sft", "grad_clip", &sft_opt.grad_clip, "SFT global L2 gradient norm clip (0 = off)",
+        real_range(&sft_opt.grad_clip, 0.0, 1e9));
+}
+
+void rl_fields(FieldTable& t, Config& c) {
+  // rl: the loop sizes, the sampler's distribution (model::SamplingParams) and GRPO (rl::GrpoConfig)
+  rl::GrpoConfig& g = c.rl.grpo;
+  model::SamplingParams& sp = g.sampling;
+  t.add("rl", "steps", &c.rl.steps, "GRPO steps", int_range(&c.rl.steps, 0, kMaxI));
+  t.add("rl", "prompts_per_step", &c.rl.prompts_per_step, "prompts per step, split among the workers",
+        int_range(&c.rl.prompts_per_step, 1, 1 << 20));
+  t.add("rl", "group_size", &c.rl.group_size, "G: rollouts per prompt",
+        int_range(&c.rl.group_size, 2, 1 << 16));
+  t.add("rl", "max_new_tokens", &sp.max_new_tokens, "response length cap (tokens)",
+        int_range(&sp.max_new_tokens, 1, 1 << 20));
+  t.add("rl", "temperature", &sp.temperature,
+        "sampling temperature (GRPO recomputes log-probs under the same distribution)",
+        real_range(&sp.temperature, 0.0, 100.0, true));
+  t.add("rl", "top_p", &sp.top_p, "nucleus sampling mass", real_range(&sp.top_p, 0.0, 1.0, true));
+  t.add("rl", "top_k", &sp.top_k, "top-k sampling (0 = off)", int_range(&sp.top_k, 0, 1 << 24));
+  t.add("rl", "eps_low", &g.eps_low, "PPO ratio clip below 1", real_range(&g.eps_low, 0.0, 1.0));
+  t.add("rl", "eps_high", &g.eps_high, "ratio clip above 1 (DAPO clip-higher)",
+        real_range(&g.eps_high, 0.0, 10.0));
+  t.add("rl", "scale_by_std", &g.scale_by_std, "divide advantages by the group std (false = Dr. GRPO)",
+        any());
+  t.add("rl", "adv_eps", &g.adv_eps, "added to the group std before dividing",
+        real_range(&g.adv_eps, 0.0, 1.0));
+  t.add("rl", "loss_agg", &g.loss_agg, "token_mean | seq_mean | constant",
+        one_of(&g.loss_agg, {"token_mean", "seq_mean", "constant"}));
+  t.add("rl", "constant_normalizer", &g.constant_normalizer,
+        "loss_agg = constant: tokens per sequence normalizer",
+        real_range(&g.constant_normalizer, 0.0, 1e9, true));
+  t.add("rl", "kl_coef", &g.kl_coef, "k3 KL penalty to the frozen initial policy (0 = no reference model)",
+        real_range(&g.kl_coef, 0.0, 100.0));
+  t.add("rl", "tis_cap", &g.tis_cap, "truncated importance sampling cap (0 = off)",
+        real_range(&g.tis_cap, 0.0, 1e6));
+  t.add("rl", "micro_batch", &g.micro_batch, "rollouts per forward/backward",
+        int_range(&g.micro_batch, 1, 1 << 20));
+  t.add("rl", "mask_truncated", &g.mask_truncated,
+        "drop responses that hit max_new_tokens from the loss (DAPO overlong filtering)", any());
+  t.add("rl", "max_lag", &c.rl.max_lag,
+        "off-policy lag in versions: 0 = on-policy; 1 = the workers sample step s+1 at version s while the "
+        "trainer takes step s (TIS corrects the gap)",
+        int_range(&c.rl.max_lag, 0, 1));
+}
+
+void optimizer_fields(FieldTable& t, Config& c) {
+  // optimizer (rl::OptimizerConfig of GRPO)
+  rl::OptimizerConfig& o = c.optimizer;
+  t.add("optimizer", "name", &o.name, "adam | adamw", one_of(&o.name, {"adam", "adamw"}));
+  t.add("optimizer", "lr", &o.lr, "GRPO learning rate", real_range(&o.lr, 0.0, 1.0, true));
+  t.add("optimizer", "beta1", &o.beta1, "Adam beta1", real_range(&o.beta1, 0.0, 0.999999));
+  t.add("optimizer", "beta2", &o.beta2, "Adam beta2", real_range(&o.beta2, 0.0, 0.999999999));
+  t.add("optimizer", "eps", &o.eps, "Adam epsilon", real_range(&o.eps, 0.0, 1.0, true));
+  t.add("optimizer", "weight_decay", &o.weight_decay, "decoupled weight decay (adamw)",
+        real_range(&o.weight_decay, 0.0, 1.0));
+  t.add("optimizer", "grad_clip", &o.grad_clip, "global L2 gradient norm clip (0 = off)",
+        real_range(&o.grad_clip, 0.0, 1e9));
+  t.add("optimizer", "schedule", &o.schedule, "constant | linear_warmup | cosine",
+        one_of(&o.schedule, {"constant", "linear_warmup", "cosine"}));
+  t.add("optimizer", "warmup_steps", &o.warmup_steps, "linear warmup steps",
+        int_range(&o.warmup_steps, 0, kMaxI));
+  t.add("optimizer", "min_lr_ratio", &o.min_lr_ratio, "cosine floor as a share of lr",
+        real_range(&o.min_lr_ratio, 0.0, 1.0));
+}
+
+void sync_fields(FieldTable& t, Config& c) {
+  // sync (sync::PatchOptions, sync::RetentionPolicy)
+  sync::PatchOptions& po = c.sync.patch;
+  t.add("sync", "values", &po.values, "patch values: absolute | delta", any());
+  t.add("sync", "zstd_level", &po.zstd_level, "zstd level 0..22 (0 = none)",
+        int_range(&po.zstd_level, 0, 22));
+  t.add("sync", "anchor_every", &c.sync.retention.anchor_every, "full snapshot every N versions",
+        uint_range(&c.sync.retention.anchor_every, 1));
+  t.add("sync", "keep_anchors", &c.sync.retention.keep_anchors, "anchors retained",
+        uint_range(&c.sync.retention.keep_anchors, 1));
+  t.add("sync", "threads", &po.threads, "codec threads (0 = all cores)", int_range(&po.threads, 0, 1024));
+  t.add("sync", "store_on_disk", &c.sync.store_on_disk, "keep patches/anchors under <run dir>/sync", any());
+}
+
+void transport_fields(FieldTable& t, Config& c) {
   // transport
-  add("transport", "kind", &c.transport.kind,
-      "http: patches from the trainer's HTTP server | fs: through a shared folder (transport.dir)",
-      one_of(&c.transport.kind, {"http", "fs"}));
-  add("transport", "dir", &c.transport.dir, "fs: shared patch folder; \"\" = <run dir>/patches", any());
-  add("transport", "host", &c.transport.host, "trainer bind address", any());
-  add("transport", "port", &c.transport.port, "control port (0 = a free one); patches use a second free port",
-      int_range(&c.transport.port, 0, 65535));
-  add("transport", "token_env", &c.transport.token_env, "env var holding the bearer token", any());
-  add("transport", "token_file", &c.transport.token_file,
-      "file holding the token; none = a random token per run", any());
-  add("transport", "tls_cert", &c.transport.tls_cert,
-      "PEM certificate for TLS on the patch server (optional)", any());
-  add("transport", "tls_key", &c.transport.tls_key, "PEM key for TLS on the patch server (optional)", any());
-  add("transport", "max_retries", &c.transport.max_retries, "client retries with backoff",
-      int_range(&c.transport.max_retries, 0, 1000));
-  add("transport", "timeout_s", &c.transport.timeout_s, "client timeout per request (seconds)",
-      real_range(&c.transport.timeout_s, 0.0, 86400.0, true));
+  t.add("transport", "kind", &c.transport.kind,
+        "http: patches from the trainer's HTTP server | fs: through a shared folder (transport.dir)",
+        one_of(&c.transport.kind, {"http", "fs"}));
+  t.add("transport", "dir", &c.transport.dir, "fs: shared patch folder; \"\" = <run dir>/patches", any());
+  t.add("transport", "host", &c.transport.host, "trainer bind address", any());
+  t.add("transport", "port", &c.transport.port,
+        "control port (0 = a free one); patches use a second free port",
+        int_range(&c.transport.port, 0, 65535));
+  t.add("transport", "token_env", &c.transport.token_env, "env var holding the bearer token", any());
+  t.add("transport", "token_file", &c.transport.token_file,
+        "file holding the token; none = a random token per run", any());
+  t.add("transport", "tls_cert", &c.transport.tls_cert,
+        "PEM certificate for TLS on the patch server (optional)", any());
+  t.add("transport", "tls_key", &c.transport.tls_key, "PEM key for TLS on the patch server (optional)",
+        any());
+  t.add("transport", "max_retries", &c.transport.max_retries, "client retries with backoff",
+        int_range(&c.transport.max_retries, 0, 1000));
+  t.add("transport", "timeout_s", &c.transport.timeout_s, "client timeout per request (seconds)",
+        real_range(&c.transport.timeout_s, 0.0, 86400.0, true));
+}
+
+void eval_fields(FieldTable& t, Config& c) {
   // eval
-  add("eval", "max_problems", &c.eval.max_problems, "held-out problems for Pass@1 (0 = all)",
-      int_range(&c.eval.max_problems, 0, kMaxI));
-  add("eval", "batch_size", &c.eval.batch_size, "prompts per generation batch",
-      int_range(&c.eval.batch_size, 1, 1 << 20));
-  add("eval", "max_new_tokens", &c.eval.max_new_tokens, "response length cap (tokens)",
-      int_range(&c.eval.max_new_tokens, 1, 1 << 20));
-  add("eval", "before", &c.eval.before, "Pass@1 before GRPO (after SFT)", any());
-  add("eval", "after", &c.eval.after, "Pass@1 after GRPO", any());
+  t.add("eval", "max_problems", &c.eval.max_problems, "held-out problems for Pass@1 (0 = all)",
+        int_range(&c.eval.max_problems, 0, kMaxI));
+  t.add("eval", "batch_size", &c.eval.pass_at_1.batch_size, "prompts per generation batch",
+        int_range(&c.eval.pass_at_1.batch_size, 1, 1 << 20));
+  t.add("eval", "max_new_tokens", &c.eval.pass_at_1.sampling.max_new_tokens, "response length cap (tokens)",
+        int_range(&c.eval.pass_at_1.sampling.max_new_tokens, 1, 1 << 20));
+  t.add("eval", "before", &c.eval.before, "Pass@1 before GRPO (after SFT)", any());
+  t.add("eval", "after", &c.eval.after, "Pass@1 after GRPO", any());
+}
+
+void run_fields(FieldTable& t, Config& c) {
   // run
-  add("run", "name", &c.run.name, "run name (default run dir runs/<name>-<timestamp>)",
-      [&c]() -> std::string {
-        if (c.run.name.empty()) return "must not be empty";
-        if (c.run.name.find('/') != std::string::npos) return "must not contain '/'";
-        return "";
-      });
-  add("run", "dir", &c.run.dir, "run directory; \"\" = runs/<name>-<timestamp>", any());
-  add("run", "seed", &c.run.seed, "every RNG is derived from (seed, step)", int_range(&c.run.seed, 0, kMaxI));
-  add("run", "workers", &c.run.workers, "inference workers (threads in `pulse run`)",
-      int_range(&c.run.workers, 1, 256));
-  add("run", "checkpoint_every", &c.run.checkpoint_every,
-      "GRPO steps between checkpoints (0 = only the last)", int_range(&c.run.checkpoint_every, 0, kMaxI));
-  add("run", "threads", &c.run.threads,
-      "LibTorch threads per role (0 = all cores; 1 suits a tiny model on few cores)",
-      int_range(&c.run.threads, 0, 1024));
-  return f;
+  t.add("run", "name", &c.run.name, "run name (default run dir runs/<name>-<timestamp>)",
+        [&c]() -> std::string {
+          if (c.run.name.empty()) return "must not be empty";
+          if (c.run.name.find('/') != std::string::npos) return "must not contain '/'";
+          return "";
+        });
+  t.add("run", "dir", &c.run.dir, "run directory; \"\" = runs/<name>-<timestamp>", any());
+  t.add("run", "seed", &c.run.seed, "every RNG is derived from (seed, step)",
+        int_range(&c.run.seed, 0, kMaxI));
+  t.add("run", "workers", &c.run.workers, "inference workers (threads in `pulse run`)",
+        int_range(&c.run.workers, 1, 256));
+  t.add("run", "checkpoint_every", &c.run.checkpoint_every,
+        "GRPO steps between checkpoints (0 = only the last)", int_range(&c.run.checkpoint_every, 0, kMaxI));
+  t.add("run", "threads", &c.run.threads,
+        "LibTorch threads per role (0 = all cores; 1 suits a tiny model on few cores)",
+        int_range(&c.run.threads, 0, 1024));
+}
+
+void multi_fields(FieldTable& t, Config& c) {
+  // multi (rl::OuterConfig)
+  rl::OuterConfig& m = c.multi;
+  t.add("multi", "mode", &m.mode,
+        "single | ddp (gradient all-reduce every step) | diloco (dense FP32 pseudo-gradient every "
+        "multi.inner_steps) | pulseloco (only the entries that change BF16 weights; error feedback)",
+        one_of(&m.mode, {"single", "ddp", "diloco", "pulseloco"}));
+  t.add("multi", "inner_steps", &m.inner_steps, "H: local GRPO steps per outer round",
+        int_range(&m.inner_steps, 1, 1 << 20));
+  t.add("multi", "outer_lr", &m.outer_lr, "outer Nesterov SGD learning rate",
+        real_range(&m.outer_lr, 0.0, 10.0, true));
+  t.add("multi", "outer_momentum", &m.outer_momentum, "outer Nesterov momentum (0 = plain SGD)",
+        real_range(&m.outer_momentum, 0.0, 0.999999));
+  t.add("multi", "gate_open", &m.gate_open, "pulseloco: every entry fires (sends what diloco sends; tests)",
+        any());
+  t.add("multi", "timeout_s", &m.timeout_s,
+        "a collective or the rendezvous fails after this long, naming the rank",
+        real_range(&m.timeout_s, 0.0, 86400.0, true));
+  t.add("multi", "zstd_level", &m.zstd_level,
+        "pulseloco: zstd level tried on the exchanged streams (0 = raw)", int_range(&m.zstd_level, 0, 19));
+}
+
+std::vector<Field> fields(Config& c) {
+  FieldTable t;
+  model_fields(t, c);
+  tokenizer_fields(t, c);
+  data_fields(t, c);
+  sft_fields(t, c);
+  rl_fields(t, c);
+  optimizer_fields(t, c);
+  sync_fields(t, c);
+  transport_fields(t, c);
+  eval_fields(t, c);
+  run_fields(t, c);
+  multi_fields(t, c);
+  return t.f;
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -259,7 +380,8 @@ std::string suggest(const std::string& word, const std::vector<std::string>& can
 }
 
 std::vector<std::string> sections() {
-  return {"model", "tokenizer", "data", "sft", "rl", "optimizer", "sync", "transport", "eval", "run"};
+  return {"model", "tokenizer", "data", "sft", "rl",   "optimizer",
+          "sync",  "transport", "eval", "run", "multi"};
 }
 
 std::vector<std::string> keys_of(const std::vector<Field>& f, const std::string& section) {
@@ -276,16 +398,12 @@ Field* find_field(std::vector<Field>& f, const std::string& section, const std::
 }
 
 const char* type_name(const FieldPtr& p) {
-  switch (p.index()) {
-    case 0:
-      return "a string";
-    case 1:
-      return "an integer";
-    case 2:
-      return "a number";
-    default:
-      return "a boolean (true/false)";
-  }
+  return std::visit(
+      Overloaded{[](std::string*) { return "a string"; }, [](bool*) { return "a boolean (true/false)"; },
+                 [](double*) { return "a number"; },
+                 [](sync::ValueMode*) { return "one of absolute, delta"; },
+                 [](auto*) { return "an integer"; }},
+      p);
 }
 
 std::string where(const std::string& source, const toml::node& node) {
@@ -293,23 +411,44 @@ std::string where(const std::string& source, const toml::node& node) {
   return line > 0 ? source + ":" + std::to_string(line) : source;
 }
 
+/// An integer into an int/int64/uint64 field; false when it does not fit.
+template <typename Int>
+bool set_integer(Int* dst, int64_t v) {
+  if constexpr (std::is_unsigned_v<Int>) {
+    if (v < 0) return false;
+  } else if (v < static_cast<int64_t>(std::numeric_limits<Int>::min()) ||
+             v > static_cast<int64_t>(std::numeric_limits<Int>::max())) {
+    return false;
+  }
+  *dst = static_cast<Int>(v);
+  return true;
+}
+
 /// Sets a field from a TOML node; returns false on a type mismatch.
 bool set_from_node(const FieldPtr& p, const toml::node& node) {
-  switch (p.index()) {
-    case 0:
-      if (auto v = node.value_exact<std::string>()) return *std::get<0>(p) = *v, true;
-      return false;
-    case 1:
-      if (auto v = node.value_exact<int64_t>()) return *std::get<1>(p) = *v, true;
-      return false;
-    case 2:
-      if (auto v = node.value_exact<double>()) return *std::get<2>(p) = *v, true;
-      if (auto v = node.value_exact<int64_t>()) return *std::get<2>(p) = static_cast<double>(*v), true;
-      return false;
-    default:
-      if (auto v = node.value_exact<bool>()) return *std::get<3>(p) = *v, true;
-      return false;
-  }
+  return std::visit(Overloaded{[&](std::string* d) {
+                                 auto v = node.value_exact<std::string>();
+                                 return v ? (*d = *v, true) : false;
+                               },
+                               [&](bool* d) {
+                                 auto v = node.value_exact<bool>();
+                                 return v ? (*d = *v, true) : false;
+                               },
+                               [&](double* d) {
+                                 if (auto v = node.value_exact<double>()) return *d = *v, true;
+                                 if (auto v = node.value_exact<int64_t>())
+                                   return *d = static_cast<double>(*v), true;
+                                 return false;
+                               },
+                               [&](sync::ValueMode* d) {
+                                 auto v = node.value_exact<std::string>();
+                                 return v ? value_mode_from(*v, d) : false;
+                               },
+                               [&](auto* d) {
+                                 auto v = node.value_exact<int64_t>();
+                                 return v ? set_integer(d, *v) : false;
+                               }},
+                    p);
 }
 
 /// Sets a field from --set text; returns false when the text is not of the field's type.
@@ -321,41 +460,45 @@ bool set_from_text(const FieldPtr& p, std::string text) {
     return s;
   };
   text = trim(text);
-  switch (p.index()) {
-    case 0:
-      if (text.size() >= 2 && (text.front() == '"' || text.front() == '\'') && text.back() == text.front())
-        text = text.substr(1, text.size() - 2);
-      *std::get<0>(p) = text;
-      return true;
-    case 1: {
-      if (text.empty()) return false;
-      size_t used = 0;
-      try {
-        int64_t v = std::stoll(text, &used);
-        if (used != text.size()) return false;
-        *std::get<1>(p) = v;
-        return true;
-      } catch (const std::exception&) {
-        return false;
-      }
-    }
-    case 2: {
-      if (text.empty()) return false;
-      size_t used = 0;
-      try {
-        double v = std::stod(text, &used);
-        if (used != text.size()) return false;
-        *std::get<2>(p) = v;
-        return true;
-      } catch (const std::exception&) {
-        return false;
-      }
-    }
-    default:
-      if (text == "true") return *std::get<3>(p) = true, true;
-      if (text == "false") return *std::get<3>(p) = false, true;
+  auto unquote = [](std::string t) {
+    if (t.size() >= 2 && (t.front() == '"' || t.front() == '\'') && t.back() == t.front())
+      t = t.substr(1, t.size() - 2);
+    return t;
+  };
+  auto parse_int = [&](int64_t* out) {
+    if (text.empty()) return false;
+    size_t used = 0;
+    try {
+      *out = std::stoll(text, &used);
+      return used == text.size();
+    } catch (const std::exception&) {
       return false;
-  }
+    }
+  };
+  return std::visit(Overloaded{[&](std::string* d) { return *d = unquote(text), true; },
+                               [&](bool* d) {
+                                 if (text == "true") return *d = true, true;
+                                 if (text == "false") return *d = false, true;
+                                 return false;
+                               },
+                               [&](double* d) {
+                                 if (text.empty()) return false;
+                                 size_t used = 0;
+                                 try {
+                                   double v = std::stod(text, &used);
+                                   if (used != text.size()) return false;
+                                   *d = v;
+                                   return true;
+                                 } catch (const std::exception&) {
+                                   return false;
+                                 }
+                               },
+                               [&](sync::ValueMode* d) { return value_mode_from(unquote(text), d); },
+                               [&](auto* d) {
+                                 int64_t v = 0;
+                                 return parse_int(&v) && set_integer(d, v);
+                               }},
+                    p);
 }
 
 std::string toml_string(const std::string& s) {
@@ -391,16 +534,12 @@ std::string toml_string(const std::string& s) {
 }
 
 std::string value_text(const FieldPtr& p) {
-  switch (p.index()) {
-    case 0:
-      return toml_string(*std::get<0>(p));
-    case 1:
-      return std::to_string(*std::get<1>(p));
-    case 2:
-      return fmt_double(*std::get<2>(p));
-    default:
-      return *std::get<3>(p) ? "true" : "false";
-  }
+  return std::visit(Overloaded{[](std::string* v) { return toml_string(*v); },
+                               [](bool* v) { return std::string(*v ? "true" : "false"); },
+                               [](double* v) { return fmt_double(*v); },
+                               [](sync::ValueMode* v) { return toml_string(value_mode_name(*v)); },
+                               [](auto* v) { return std::to_string(*v); }},
+                    p);
 }
 
 void apply_table(Config& config, const toml::table& root, const std::string& source) {
@@ -460,14 +599,36 @@ void validate(const Config& config_in, const std::string& source) {
   if (config.rl.steps > 0 && config.rl.prompts_per_step < config.run.workers)
     throw ConfigError(source + ": key 'rl.prompts_per_step' must be >= run.workers (" +
                       std::to_string(config.run.workers) + ") so that every worker gets a prompt");
-  if (config.sft.steps > 0 && config.sft.warmup_steps >= config.sft.steps)
+  if (config.sft.loop.steps > 0 && config.sft.optimizer.warmup_steps >= config.sft.loop.steps)
     throw ConfigError(source + ": key 'sft.warmup_steps' must be < sft.steps (" +
-                      std::to_string(config.sft.steps) + ") (the SFT schedule is cosine after warmup)");
+                      std::to_string(config.sft.loop.steps) + ") (the SFT schedule is cosine after warmup)");
   if (config.optimizer.schedule == "cosine" && config.rl.steps > 0 &&
       config.optimizer.warmup_steps >= config.rl.steps)
     throw ConfigError(source + ": key 'optimizer.warmup_steps' must be < rl.steps for the cosine schedule");
+  const auto& m = config.multi;
+  if ((m.mode == "diloco" || m.mode == "pulseloco") && config.run.checkpoint_every % m.inner_steps != 0)
+    throw ConfigError(source + ": key 'run.checkpoint_every' must be a multiple of multi.inner_steps (" +
+                      std::to_string(m.inner_steps) + "): checkpoints are taken at outer-round boundaries");
+  if ((m.mode == "diloco" || m.mode == "pulseloco") && config.rl.steps % m.inner_steps != 0)
+    throw ConfigError(source + ": key 'rl.steps' must be a multiple of multi.inner_steps (" +
+                      std::to_string(m.inner_steps) + "): a run is a whole number of outer rounds");
+  if ((m.mode == "diloco" || m.mode == "pulseloco") && config.rl.max_lag != 0)
+    throw ConfigError(source + ": key 'rl.max_lag' must be 0 with multi.mode = " + m.mode +
+                      " (the outer round moves the weights under an in-flight generation)");
   if (!config.transport.tls_cert.empty() != !config.transport.tls_key.empty())
     throw ConfigError(source + ": keys 'transport.tls_cert' and 'transport.tls_key' must be set together");
+}
+
+void finalize(Config& c) {
+  c.optimizer.total_steps = std::max<int64_t>(1, c.rl.steps);
+  c.sft.optimizer.total_steps = std::max<int64_t>(1, c.sft.loop.steps);
+  const uint64_t seed = static_cast<uint64_t>(c.run.seed);
+  c.sft.loop.seed = derive_seed(seed, kSeedSft);
+  c.eval.pass_at_1.seed = derive_seed(seed, kSeedEval);
+  c.sync.patch.model_id = c.run.name;
+  // Lagged rollouts were sampled by an older policy: pi_old must be the trainer's current policy, and the
+  // TIS weight pi_old / pi_sampler corrects the gap (rl/grpo.h).
+  c.rl.grpo.recompute_old_logprobs = true;
 }
 
 Config parse_config(const std::string& toml_text, const std::string& source_name,
@@ -485,6 +646,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   apply_table(config, root, source_name);
   for (const auto& o : overrides) apply_override(config, o);
   validate(config, overrides.empty() ? source_name : source_name + " (with --set)");
+  finalize(config);
   return config;
 }
 

@@ -1,11 +1,24 @@
-// The run configuration: every TOML field pulse reads, its default, meaning and unit, validated in ONE
-// place (app/config.cpp). Sections: model, tokenizer, data, sft, rl, optimizer, sync, transport, eval, run.
+// The run configuration: every TOML field pulse reads, validated in ONE place (app/config.cpp). The
+// algorithm settings are the algorithms' own structs (rl::GrpoConfig, rl::OptimizerConfig, rl::SftConfig,
+// model::SamplingParams, rl::EvalConfig, sync::PatchOptions), whose member initializers are the defaults;
+// the field table in app/config.cpp binds each TOML key to one member, with its meaning and range, so a
+// setting is declared once and reaches its use without copies. Values derived from other keys (total
+// steps, seeds, model id) are set by finalize() in one place.
+// Sections: model, tokenizer, data, sft, rl, optimizer, sync, transport, eval, run, multi.
 // `pulse config --print-defaults` prints all of them as a valid TOML file.
 #pragma once
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "rl/diloco.h"
+#include "rl/eval.h"
+#include "rl/grpo.h"
+#include "rl/optimizer.h"
+#include "rl/sft.h"
+#include "sync/patch.h"
+#include "sync/version_store.h"
 
 namespace pulse::app {
 
@@ -38,50 +51,29 @@ struct DataSection {
   int64_t seed = 7;                     ///< problem generation and split seed
 };
 
+/// SFT warm start: the loop (rl/sft.h) and its own optimizer (AdamW, cosine to min_lr_ratio after warmup).
 struct SftSection {
-  int64_t steps = 200;      ///< SFT warm-start optimizer steps (0 = none)
-  int64_t batch_size = 32;  ///< sequences per SFT step
-  int64_t max_len = 96;     ///< tokens per sequence (prompt + target), longer ones are cut
-  double lr = 2e-3;         ///< SFT learning rate (AdamW, cosine to 10%)
-  int64_t warmup_steps = 20;
+  rl::SftConfig loop;  ///< sft.steps, batch_size, max_len, micro_batch
+  rl::OptimizerConfig optimizer = rl::sft_optimizer_defaults();  ///< sft.lr, warmup_steps, min_lr_ratio
 };
 
+/// GRPO: the run loop's sizes, and the algorithm's own config (rl/grpo.h) whose `sampling` member is the
+/// rollout sampler's distribution (rl.temperature, rl.top_p, rl.top_k, rl.max_new_tokens): the workers
+/// sample with it and GRPO recomputes log-probs under it.
 struct RlSection {
   int64_t steps = 80;             ///< GRPO steps
   int64_t prompts_per_step = 48;  ///< prompts per step, split among the workers
   int64_t group_size = 8;         ///< G: rollouts per prompt
-  int64_t max_new_tokens = 40;    ///< response length cap (tokens)
-  double temperature = 1.0;
-  double top_p = 1.0;
-  int64_t top_k = 0;
-  double eps_low = 0.2;                 ///< PPO clip below 1
-  double eps_high = 0.28;               ///< clip-higher above 1 (DAPO)
-  bool scale_by_std = true;             ///< divide advantages by the group std (false = Dr. GRPO)
-  std::string loss_agg = "token_mean";  ///< token_mean | seq_mean | constant
-  double kl_coef = 0.0;                 ///< KL penalty to the reference (0 = no reference model)
-  double tis_cap = 2.0;                 ///< truncated importance sampling cap (0 = off)
-  int64_t micro_batch = 32;             ///< rollouts per forward/backward
-  int64_t max_lag = 0;  ///< off-policy lag: versions a worker may be behind (0 = on-policy; 1 = one
-                        ///< rollout batch generated while the trainer steps)
+  int64_t max_lag = 0;            ///< off-policy lag: versions a worker may be behind (0 = on-policy; 1 = one
+                                  ///< rollout batch generated while the trainer steps)
+  rl::GrpoConfig grpo;  ///< rl.eps_low, eps_high, scale_by_std, loss_agg, kl_coef, tis_cap, micro_batch, ...
 };
 
-struct OptimizerSection {
-  std::string name = "adamw";
-  double lr = 3e-5;
-  double beta1 = 0.9, beta2 = 0.99, eps = 1e-8, weight_decay = 0.0;
-  double grad_clip = 1.0;             ///< global L2 norm, 0 = off
-  std::string schedule = "constant";  ///< constant | linear_warmup | cosine
-  int64_t warmup_steps = 0;
-  double min_lr_ratio = 0.1;
-};
-
+/// PULSESync publishing: the codec options (sync/patch.h) and the version store's retention.
 struct SyncSection {
-  std::string values = "absolute";  ///< absolute | delta
-  int64_t zstd_level = 3;           ///< 0..22 (0 = no compression)
-  int64_t anchor_every = 10;        ///< full snapshot every N versions
-  int64_t keep_anchors = 2;
-  int64_t threads = 1;         ///< codec threads (0 = all)
-  bool store_on_disk = false;  ///< keep patches/anchors under <run dir>/sync (else memory)
+  sync::PatchOptions patch;         ///< sync.values, zstd_level, threads (model_id = run.name)
+  sync::RetentionPolicy retention;  ///< sync.anchor_every, keep_anchors
+  bool store_on_disk = false;       ///< keep patches/anchors under <run dir>/sync (else memory)
 };
 
 struct TransportSection {
@@ -96,12 +88,12 @@ struct TransportSection {
   double timeout_s = 60;
 };
 
+/// Held-out Pass@1 (rl/eval.h): greedy by default, seeded from derive_seed(run.seed, kSeedEval).
 struct EvalSection {
+  rl::EvalConfig pass_at_1;    ///< eval.batch_size, max_new_tokens
   int64_t max_problems = 128;  ///< held-out problems used for Pass@1 (0 = all)
-  int64_t batch_size = 64;
-  int64_t max_new_tokens = 40;
-  bool before = true;  ///< Pass@1 before GRPO (after the SFT warm start)
-  bool after = true;   ///< Pass@1 after GRPO
+  bool before = true;          ///< Pass@1 before GRPO (after the SFT warm start)
+  bool after = true;           ///< Pass@1 after GRPO
 };
 
 struct RunSection {
@@ -120,11 +112,14 @@ struct Config {
   DataSection data;
   SftSection sft;
   RlSection rl;
-  OptimizerSection optimizer;
+  pulse::rl::OptimizerConfig optimizer;  ///< GRPO's optimizer (total_steps = rl.steps, derived)
   SyncSection sync;
   TransportSection transport;
   EvalSection eval;
   RunSection run;
+  /// Multi-trainer runs (rl/diloco.h): launched once per node with torchrun's environment (RANK,
+  /// WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or by `pulse launch --nproc N`.
+  pulse::rl::OuterConfig multi;
 };
 
 /// Reads `path` (TOML) over the defaults, then applies `overrides` ("section.key=value", as from --set),
@@ -137,6 +132,11 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 
 /// Applies one "section.key=value" override. Throws ConfigError naming the key.
 void apply_override(Config& config, const std::string& assignment);
+
+/// Sets the values derived from other keys (optimizer.total_steps = rl.steps, the SFT optimizer's
+/// total_steps = sft.steps, the SFT and eval seeds from run.seed, patch.model_id = run.name). parse_config
+/// calls it; call it again after editing a Config by hand.
+void finalize(Config& config);
 
 /// Checks every field's range and the cross-field rules. Throws ConfigError naming `source` and the key.
 void validate(const Config& config, const std::string& source);

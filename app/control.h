@@ -2,12 +2,13 @@
 // job they run next (sync to a version; generate rollouts for some prompts; stop), and their reports.
 // Weights never travel here: they go as PULSESync patches through sync/transport_http.h.
 //
-// Routes (bearer token on every route when one is set; 401 otherwise):
-//   POST /v1/register {"worker": id}   -> {"index": i, "patch_url": .., "config": {..}, "model_config":
-//   "..json.."} GET  /v1/tokenizer                 -> the tokenizer file (octet-stream) GET /v1/job?after=SEQ
-//   -> long poll: the first job with seq > SEQ (204 after ~10 s without one) POST /v1/report {"worker": i,
-//   "seq": S, ...} -> 200; a report with "error" aborts the trainer's wait
-// A job is {"seq": S, "kind": "sync"|"generate"|"stop", "version": V, "step": s, "work": [per worker {..}]}.
+// Routes (bearer token on every route when one is set; 401 otherwise); the bodies are the typed messages
+// of app/messages.h:
+//   POST /v1/register {"worker": id}     -> RegisterReply (409 when the run has all its workers)
+//   GET  /v1/tokenizer                   -> the tokenizer file (octet-stream)
+//   GET  /v1/job?after=SEQ&worker=INDEX  -> long poll: the first Job with seq > SEQ, with this worker's
+//                                           share of the work (204 after ~10 s without one)
+//   POST /v1/report WorkerReport         -> 200; a report with an error aborts the trainer's wait
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -21,8 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "rl/problem.h"
-#include "rl/rollout.h"
+#include "app/messages.h"
 
 namespace httplib {
 class Server;
@@ -30,26 +30,13 @@ class Server;
 
 namespace pulse::app {
 
-/// Problem / Rollout <-> JSON (lossless: float log-probs survive the round trip bit for bit).
-nlohmann::json problem_to_json(const rl::Problem& p);
-rl::Problem problem_from_json(const nlohmann::json& j);
-nlohmann::json rollout_to_json(const rl::Rollout& r);
-rl::Rollout rollout_from_json(const nlohmann::json& j);
-
-/// What a worker needs to start: sent in the /v1/register answer.
-struct WorkerBootstrap {
-  std::string patch_url;  ///< PULSESync server ("http://127.0.0.1:PORT")
-  std::string patch_dir;  ///< transport.kind = fs: the shared folder patches appear in ("" = use patch_url)
-  nlohmann::json config;  ///< rollout settings: group_size, sampling, seed, chat_template, dtype
-  std::string model_config;     ///< HF config.json text of the model
-  std::string tokenizer_bytes;  ///< the tokenizer file, served at /v1/tokenizer
-  std::string tokenizer_name;   ///< its file name (keeps the extension load_tokenizer dispatches on)
-};
-
 /// The trainer's side. Thread-safe.
 class ControlServer {
  public:
-  ControlServer(std::string host, int port, std::string token, WorkerBootstrap bootstrap, int64_t n_workers);
+  /// `bootstrap` is the register answer every worker gets (its index filled in per worker);
+  /// `tokenizer_bytes` the file served at /v1/tokenizer.
+  ControlServer(std::string host, int port, std::string token, RegisterReply bootstrap,
+                std::string tokenizer_bytes, int64_t n_workers);
   ~ControlServer();
   void start();  ///< binds and serves on a background thread; throws std::runtime_error when binding fails
   void stop();
@@ -62,48 +49,45 @@ class ControlServer {
 
   /// Posts a job (work[i] goes to worker i) and blocks until every worker reported for it; returns the
   /// reports by worker index. Throws std::runtime_error with a worker's message when it reports an error.
-  std::vector<nlohmann::json> run_job(const std::string& kind, uint64_t version, int64_t step,
-                                      const std::vector<nlohmann::json>& work,
-                                      const std::function<void()>& check);
+  std::vector<WorkerReport> run_job(JobKind kind, uint64_t version, int64_t step,
+                                    const std::vector<JobWork>& work, const std::function<void()>& check);
   /// run_job in two halves, so that the trainer can work while the workers run the job (rl.max_lag = 1):
   /// post_job posts and returns the job's seq; wait_job blocks until every worker reported for that seq
   /// (which must still be the current job). Same errors as run_job.
-  uint64_t post_job(const std::string& kind, uint64_t version, int64_t step,
-                    const std::vector<nlohmann::json>& work);
-  std::vector<nlohmann::json> wait_job(uint64_t seq, const std::function<void()>& check);
+  uint64_t post_job(JobKind kind, uint64_t version, int64_t step, const std::vector<JobWork>& work);
+  std::vector<WorkerReport> wait_job(uint64_t seq, const std::function<void()>& check);
   /// Posts the stop job (does not wait).
   void post_stop();
 
  private:
-  struct Job {
-    uint64_t seq = 0;
-    nlohmann::json body;
-  };
   std::string host_, token_;
   int port_;
-  WorkerBootstrap boot_;
+  RegisterReply boot_;
+  std::string tokenizer_bytes_;
   int64_t n_workers_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::string> workers_;
-  Job job_;
-  std::map<int64_t, nlohmann::json> reports_;  ///< for job_.seq, by worker index
+  Job job_;                                  ///< the current job (its work field unused)
+  std::vector<JobWork> job_work_;            ///< the current job's work, by worker index
+  std::map<int64_t, WorkerReport> reports_;  ///< for job_.seq, by worker index
   std::string worker_error_;
   bool stopping_ = false;
 };
 
-/// The worker's side: a thin JSON client with retries on network errors.
+/// The worker's side: a thin client with retries on network errors. Throws std::runtime_error on HTTP
+/// errors and MessageError on a malformed answer.
 class ControlClient {
  public:
   ControlClient(std::string url, std::string token, double timeout_s = 60, int max_retries = 5);
   ~ControlClient();
-  nlohmann::json register_worker(const std::string& worker_id);
+  RegisterReply register_worker(const std::string& worker_id);
   std::string tokenizer();
   /// Waits for the next job after `after_seq` (loops over the server's long polls).
-  nlohmann::json next_job(uint64_t after_seq);
-  void report(const nlohmann::json& report);
+  Job next_job(uint64_t after_seq);
+  void report(const WorkerReport& report);
 
  private:
   struct Impl;

@@ -36,9 +36,9 @@ int eval_job(const JobOptions& opt) {
   policy->eval();
   model::PromptTemplate tmpl = model::PromptTemplate::preset(config.tokenizer.chat_template);
 
-  const rl::EvalConfig ec = eval_config(config);
+  const rl::EvalConfig& ec = config.eval.pass_at_1;
   spdlog::info("evaluating {} on {} problems (greedy, max {} new tokens)", config.model.path,
-               sets.held_out.size(), config.eval.max_new_tokens);
+               sets.held_out.size(), ec.sampling.max_new_tokens);
   auto t0 = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   rl::EvalReport report = rl::evaluate(*policy, *tok, tmpl, sets.held_out, ec);

@@ -111,17 +111,12 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-std::string write_report(const std::string& run_dir) {
-  std::string metrics_path = run_dir + "/metrics.jsonl";
-  if (!fs::exists(metrics_path))
-    throw std::runtime_error(metrics_path + ": no metrics (is this a run directory?)");
-  auto rows = MetricsLog::read(metrics_path);
-  nlohmann::json summary;
-  if (fs::exists(run_dir + "/summary.json")) summary = read_json(run_dir + "/summary.json");
-  std::string config_text;
-  if (fs::exists(run_dir + "/config.toml")) config_text = sync::read_file(run_dir + "/config.toml");
+namespace {
 
-  TempDir tmp;
+/// metrics.dat (step reward_mean reward_std changed_fraction patch_bytes dense_bytes reward_avg5) and
+/// pass.dat for gnuplot in `dir`; returns whether every changed fraction is > 0 (log axis possible).
+bool write_plot_data(const std::string& dir, const std::vector<nlohmann::json>& rows,
+                     const nlohmann::json& summary) {
   // Data: step reward_mean reward_std changed_fraction patch_bytes dense_bytes
   std::string data;
   bool all_changed_positive = !rows.empty();
@@ -142,13 +137,18 @@ std::string write_report(const std::string& run_dir) {
             fmt(avg, "%.9g") + "\n";
   }
   if (rows.empty()) data = "0 0 0 0 1 1 0\n";  // an empty run still renders empty axes
-  sync::write_file_atomic(tmp.path + "/metrics.dat", data);
+  sync::write_file_atomic(dir + "/metrics.dat", data);
   double before = summary.is_object() ? summary.value("pass_at_1_before", 0.0) : 0.0;
   double after = summary.is_object() ? summary.value("pass_at_1_after", 0.0) : 0.0;
-  sync::write_file_atomic(tmp.path + "/pass.dat", "0 \"before GRPO\" " + fmt(before, "%.9g") +
-                                                      "\n1 \"after GRPO\" " + fmt(after, "%.9g") + "\n");
+  sync::write_file_atomic(dir + "/pass.dat", "0 \"before GRPO\" " + fmt(before, "%.9g") +
+                                                 "\n1 \"after GRPO\" " + fmt(after, "%.9g") + "\n");
 
-  std::string d = tmp.path + "/";
+  return all_changed_positive;
+}
+
+/// The gnuplot script writing reward.svg, pass.svg, changed.svg and bytes.svg into `dir`.
+std::string plot_script(const std::string& dir, bool all_changed_positive) {
+  std::string d = dir + "/";
   std::string common =
       "set terminal svg size 640,360 dynamic font 'sans,11' background rgb 'white'\n"
       "set grid\nset key top left\nset xlabel 'GRPO step'\n";
@@ -183,8 +183,13 @@ std::string write_report(const std::string& run_dir) {
             d +
             "metrics.dat' using 1:6 with lines lw 2 lc rgb '#636363' title 'dense BF16', "
             "'' using 1:5 with linespoints lw 2 pt 7 lc rgb '#756bb1' title 'patch'\n";
-  run_gnuplot(tmp.path, script);
+  return script;
+}
 
+/// The report page: summary table, the four plots (inline SVG from `plot_dir`), per-step table, config.
+std::string report_html(const std::string& run_dir, const std::vector<nlohmann::json>& rows,
+                        const nlohmann::json& summary, const std::string& config_text,
+                        const std::string& plot_dir) {
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>pulse run "
        << html_escape(fs::path(run_dir).filename().string())
@@ -208,7 +213,7 @@ std::string write_report(const std::string& run_dir) {
   }
   html << "<h2>Plots</h2>\n<div class=\"plots\">\n";
   for (const char* name : {"reward", "pass", "changed", "bytes"})
-    html << "<div>" << svg_element(tmp.path + "/" + name + ".svg") << "</div>\n";
+    html << "<div>" << svg_element(plot_dir + "/" + name + ".svg") << "</div>\n";
   html << "</div>\n";
   html << "<h2>Per step</h2>\n<table>\n<tr><th>step</th><th>reward mean</th><th>reward std</th><th>loss</th>"
           "<th>changed fraction</th><th>patch bytes</th><th>dense bytes</th><th>bit-identical</th></tr>\n";
@@ -222,8 +227,26 @@ std::string write_report(const std::string& run_dir) {
   html << "</table>\n";
   if (!config_text.empty()) html << "<h2>Config</h2>\n<pre>" << html_escape(config_text) << "</pre>\n";
   html << "</body></html>\n";
+  return html.str();
+}
+
+}  // namespace
+
+std::string write_report(const std::string& run_dir) {
+  std::string metrics_path = run_dir + "/metrics.jsonl";
+  if (!fs::exists(metrics_path))
+    throw std::runtime_error(metrics_path + ": no metrics (is this a run directory?)");
+  auto rows = MetricsLog::read(metrics_path);
+  nlohmann::json summary;
+  if (fs::exists(run_dir + "/summary.json")) summary = read_json(run_dir + "/summary.json");
+  std::string config_text;
+  if (fs::exists(run_dir + "/config.toml")) config_text = sync::read_file(run_dir + "/config.toml");
+
+  TempDir tmp;
+  const bool all_changed_positive = write_plot_data(tmp.path, rows, summary);
+  run_gnuplot(tmp.path, plot_script(tmp.path, all_changed_positive));
   std::string out = run_dir + "/report.html";
-  sync::write_file_atomic(out, html.str());
+  sync::write_file_atomic(out, report_html(run_dir, rows, summary, config_text, tmp.path));
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "app/run_files.h"
 
+#include <cstdio>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -131,6 +133,20 @@ nlohmann::json read_json(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": bad JSON: " + e.what());
   }
+}
+
+void print_summary(const Summary& summary, const std::string& run_dir) {
+  std::printf(
+      "\nrun %s\n  GRPO steps          %lld (%lld workers, bit-identical every step: %s)\n"
+      "  reward              %.3f -> %.3f\n  Pass@1 (held-out)   %.3f -> %.3f\n"
+      "  changed fraction    %.3g of BF16 elements per step (mean)\n"
+      "  bytes shipped       %.3f MB of patches vs %.3f MB dense BF16 (%.1fx less)\n"
+      "  wall time           %.1f s\n  report              %s/report.html\n",
+      run_dir.c_str(), static_cast<long long>(summary.steps), static_cast<long long>(summary.workers),
+      summary.bit_identical_every_step ? "yes" : "NO", summary.reward_first, summary.reward_last,
+      summary.pass_at_1_before, summary.pass_at_1_after, summary.mean_changed_fraction,
+      summary.patch_bytes_total / 1e6, summary.dense_bytes_total / 1e6, summary.compression_ratio,
+      summary.wall_seconds, run_dir.c_str());
 }
 
 }  // namespace pulse::app

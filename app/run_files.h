@@ -54,6 +54,9 @@ struct Summary {
   nlohmann::json to_json() const;
 };
 
+/// The run's closing lines on stdout (steps, reward, Pass@1, changed fraction, bytes, wall time).
+void print_summary(const Summary& summary, const std::string& run_dir);
+
 /// Steps averaged for reward_first / reward_last: steps/4 clamped to [1, 5].
 size_t reward_window(size_t steps);
 

@@ -175,14 +175,4 @@ void set_model_weights(model::TransformerImpl& model, const std::vector<sync::Te
                              " tensors match no parameter");
 }
 
-rl::EvalConfig eval_config(const Config& config) {
-  rl::EvalConfig ec;
-  ec.greedy = true;
-  ec.sampling.max_new_tokens = config.eval.max_new_tokens;
-  ec.sampling.temperature = 0;
-  ec.batch_size = config.eval.batch_size;
-  ec.seed = derive_seed(static_cast<uint64_t>(config.run.seed), kSeedEval);
-  return ec;
-}
-
 }  // namespace pulse::app

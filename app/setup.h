@@ -59,10 +59,6 @@ model::Transformer build_model(const Config& config, const model::ModelConfig& m
 std::vector<int64_t> step_prompt_indices(int64_t n_train, int64_t prompts_per_step, uint64_t seed,
                                          int64_t step);
 
-/// The held-out Pass@1 evaluation of a run (`pulse run` before/after GRPO, `pulse eval`): greedy decoding,
-/// eval.max_new_tokens, eval.batch_size, seeded from derive_seed(run.seed, kSeedEval).
-rl::EvalConfig eval_config(const Config& config);
-
 /// Copies BF16 bit patterns (HF names) into the model's parameters (converted to its compute dtype, which
 /// is exact for FP32). Throws std::runtime_error on a missing/extra name or a shape or dtype mismatch.
 void set_model_weights(model::TransformerImpl& model, const std::vector<sync::TensorView>& weights);

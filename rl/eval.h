@@ -21,11 +21,16 @@ namespace pulse::rl {
 
 /// Evaluation settings (TOML table [eval]).
 struct EvalConfig {
-  int64_t n_samples = 1;           ///< n: samples per problem (forced to 1 when greedy)
-  int64_t k = 1;                   ///< k of pass@k (k <= n)
-  bool greedy = true;              ///< temperature 0
-  model::SamplingParams sampling;  ///< max_new_tokens etc.; temperature ignored when greedy
-  int64_t batch_size = 32;         ///< requests per model::generate call
+  int64_t n_samples = 1;  ///< n: samples per problem (forced to 1 when greedy)
+  int64_t k = 1;          ///< k of pass@k (k <= n)
+  bool greedy = true;     ///< temperature 0
+  /// max_new_tokens (40) etc.; temperature ignored when greedy.
+  model::SamplingParams sampling = [] {
+    model::SamplingParams s;
+    s.max_new_tokens = 40;
+    return s;
+  }();
+  int64_t batch_size = 64;  ///< requests per model::generate call
   uint64_t seed = 0;
   int grade_threads = 0;  ///< 0 = all cores
 };

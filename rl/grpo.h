@@ -41,16 +41,17 @@ struct GrpoConfig {
   double constant_normalizer = 1024;    ///< "constant": per-sequence token sum divided by this (tokens)
   double kl_coef = 0.0;                 ///< beta of the k3 KL penalty to the reference model; 0 = off
   double tis_cap = 2.0;                 ///< cap C of the TIS weight min(pi_old/pi_sampler, C); 0 = off
-  int64_t micro_batch = 8;              ///< rollouts per forward/backward
+  int64_t micro_batch = 32;             ///< rollouts per forward/backward
   bool mask_truncated = false;          ///< drop truncated responses from the loss (DAPO overlong filtering)
   /// The sampler's settings (temperature, top_p, top_k; the rest is unused here): pi_old, pi_new and
   /// pi_ref are all log-probs of model::sampling_log_probs(logits, sampling), the distribution the workers
   /// drew the rollouts from, so pi_old / pi_sampler is 1 up to kernel differences. Must be the settings
   /// the workers sample with (rl.temperature / rl.top_p / rl.top_k).
-  model::SamplingParams sampling;
-  /// DEPRECATED, read by nothing: superseded by sampling.temperature. Kept only so that app/ builds until
-  /// it sets `sampling`; to be removed.
-  double temperature = 1.0;
+  model::SamplingParams sampling = [] {
+    model::SamplingParams s;
+    s.max_new_tokens = 40;  ///< the rollout length cap (rl.max_new_tokens); unused by the loss itself
+    return s;
+  }();
   bool recompute_old_logprobs = true;  ///< false: pi_old = detached current log-probs (same values when one
                                        ///< step per batch; saves one forward pass per rollout)
 

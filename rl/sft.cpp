@@ -15,6 +15,16 @@
 
 namespace pulse::rl {
 
+OptimizerConfig sft_optimizer_defaults() {
+  OptimizerConfig c;
+  c.lr = 2e-3;
+  c.schedule = "cosine";
+  c.warmup_steps = 20;
+  c.grad_clip = 1.0;
+  c.min_lr_ratio = 0.1;
+  return c;
+}
+
 std::string sft_target(const Problem& p) {
   if (p.kind == TaskKind::Code) return "```python\n" + p.solution + "\n```";
   if (p.solution.empty()) return "\\boxed{" + p.answer + "}";

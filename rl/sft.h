@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rl/optimizer.h"
 #include "rl/problem.h"
 
 namespace pulse::model {
@@ -22,11 +23,15 @@ class MasterAdam;
 /// SFT settings (TOML table [sft]).
 struct SftConfig {
   int64_t steps = 200;      ///< optimizer steps
-  int64_t batch_size = 16;  ///< sequences per step
-  int64_t max_len = 256;    ///< tokens per sequence (prompt + response); longer ones are cut at the end
+  int64_t batch_size = 32;  ///< sequences per step
+  int64_t max_len = 96;     ///< tokens per sequence (prompt + response); longer ones are cut at the end
   uint64_t seed = 0;        ///< order of the examples (epochs of seeded shuffles)
   int64_t micro_batch = 0;  ///< sequences per forward/backward; 0 = batch_size
 };
+
+/// The SFT warm start's optimizer defaults: AdamW at lr 2e-3, 20 warmup steps, then cosine to 10%, global
+/// norm clip 1 (total_steps is set to the SFT step count by the caller).
+OptimizerConfig sft_optimizer_defaults();
 
 struct SftStats {
   double first_loss = 0, last_loss = 0;  ///< mean cross-entropy per response token (nats)

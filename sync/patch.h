@@ -21,7 +21,7 @@ enum class ValueMode : uint8_t {
 /// Encoder settings.
 struct PatchOptions {
   ValueMode values = ValueMode::Absolute;
-  int zstd_level = 1;    ///< 1..22; 0 = no compression ("none")
+  int zstd_level = 3;    ///< 1..22; 0 = no compression ("none")
   std::string model_id;  ///< free text identifying the model lineage
   uint64_t base_version = 0;
   uint64_t target_version = 0;

@@ -64,7 +64,7 @@ TEST_CASE("bad values name the key", "[app][config]") {
 
 TEST_CASE("integers are accepted for float fields", "[app][config]") {
   Config c = parse_config("[rl]\ntemperature = 1\n", "x.toml");
-  CHECK(c.rl.temperature == 1.0);
+  CHECK(c.rl.grpo.sampling.temperature == 1.0);
 }
 
 TEST_CASE("config overrides (--set) replace file values and are validated", "[app][config]") {

@@ -11,14 +11,14 @@
 
 #include "sync/transport_source.h"
 
-namespace pulse::app {
+namespace pulse::sync {
 
 /// A PatchSource that serves patch(from, to) from a prefetched copy when one matches, else from `inner`.
 /// One user thread plus the helper thread it starts; the helper and the user never use `inner` at once
 /// (every call first stops the helper).
-class PrefetchingSource : public sync::PatchSource {
+class PrefetchingSource : public PatchSource {
  public:
-  explicit PrefetchingSource(sync::PatchSource& inner) : inner_(inner) {}
+  explicit PrefetchingSource(PatchSource& inner) : inner_(inner) {}
   ~PrefetchingSource() override { stop(); }
 
   /// Starts the helper: it polls head() every `poll_ms` until the head is past `from`, then fetches
@@ -29,14 +29,14 @@ class PrefetchingSource : public sync::PatchSource {
   /// Patches served from the prefetched copy so far.
   uint64_t hits() const { return hits_; }
 
-  sync::VersionHead head() override;
+  VersionHead head() override;
   std::vector<uint8_t> patch(uint64_t from, uint64_t to) override;
   std::vector<uint8_t> anchor(uint64_t version) override;
   void confirm(const std::string& worker_id, uint64_t version, uint64_t root_hash) override;
   bool serves_composed() const override { return inner_.serves_composed(); }
 
  private:
-  sync::PatchSource& inner_;
+  PatchSource& inner_;
   std::thread helper_;
   std::atomic<bool> cancel_{false};
   bool have_ = false;  ///< written by the helper, read after the join
@@ -45,4 +45,4 @@ class PrefetchingSource : public sync::PatchSource {
   uint64_t hits_ = 0;
 };
 
-}  // namespace pulse::app
+}  // namespace pulse::sync

@@ -1,8 +1,8 @@
-#include "app/prefetch.h"
+#include "sync/transport_prefetch.h"
 
 #include <chrono>
 
-namespace pulse::app {
+namespace pulse::sync {
 
 void PrefetchingSource::start(uint64_t from, int poll_ms) {
   stop();
@@ -12,7 +12,7 @@ void PrefetchingSource::start(uint64_t from, int poll_ms) {
   helper_ = std::thread([this, from, poll_ms] {
     try {
       while (!cancel_) {
-        sync::VersionHead h = inner_.head();
+        VersionHead h = inner_.head();
         if (h.version > from) {
           uint64_t to = inner_.serves_composed() ? h.version : from + 1;
           blob_ = inner_.patch(from, to);
@@ -34,7 +34,7 @@ void PrefetchingSource::stop() {
   if (helper_.joinable()) helper_.join();
 }
 
-sync::VersionHead PrefetchingSource::head() {
+VersionHead PrefetchingSource::head() {
   stop();
   return inner_.head();
 }
@@ -59,4 +59,4 @@ void PrefetchingSource::confirm(const std::string& worker_id, uint64_t version, 
   inner_.confirm(worker_id, version, root_hash);
 }
 
-}  // namespace pulse::app
+}  // namespace pulse::sync

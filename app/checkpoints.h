@@ -1,0 +1,45 @@
+// A run's checkpoints: RUN_DIR/checkpoints/step-NNNNNN/{model/, state/, pending_rollouts.json} and
+// RUN_DIR/checkpoints/LATEST naming the newest complete one. Every file is written atomically (temp file,
+// fsync, rename) and LATEST last, so a crash at any point leaves the previous checkpoint usable.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace pulse::model {
+class TransformerImpl;
+}
+namespace pulse::rl {
+class MasterAdam;
+}
+
+namespace pulse::app {
+
+/// RUN_DIR/checkpoints/step-NNNNNN.
+std::string checkpoint_dir(const std::string& run_dir, int64_t step);
+
+/// The newest complete checkpoint's step (checkpoints/LATEST), or -1 when there is none. Throws
+/// std::runtime_error naming the file when LATEST is not a step number.
+int64_t latest_checkpoint(const std::string& run_dir);
+
+/// What a checkpoint holds besides the model and the optimizer.
+struct CheckpointExtras {
+  uint64_t data_cursor = 0;     ///< train prompts consumed
+  uint64_t policy_version = 0;  ///< weights version last published
+  nlohmann::json pending;       ///< rl.max_lag = 1: the rollouts already sampled for the next step
+  /// Writes more files into the checkpoint folder (the DiLoCo outer state) before LATEST names it.
+  std::function<void(const std::string& dir)> write_files;
+};
+
+/// Writes checkpoint `step` (HF safetensors model, optimizer + train state, pending rollouts), then LATEST;
+/// checkpoints older than the newest two are removed. Throws std::runtime_error naming the path.
+void save_checkpoint(const std::string& run_dir, int64_t step, const model::TransformerImpl& model,
+                     const rl::MasterAdam& opt, const CheckpointExtras& extras);
+
+/// Loads checkpoint `step` into `opt` (and so the model); returns its step and extras. Throws
+/// std::runtime_error naming the file on a missing or malformed checkpoint.
+CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::MasterAdam& opt,
+                                 int64_t* step_out);
+
+}  // namespace pulse::app

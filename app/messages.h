@@ -1,0 +1,136 @@
+// The typed messages of the trainer <-> inference worker control channel (app/control.h), each with ONE
+// JSON (de)serializer. Weights never travel here (they go as PULSESync patches, sync/transport_http.h).
+//
+//   worker -> POST /v1/register {"worker": id}  -> RegisterReply
+//   worker -> GET  /v1/job?after=SEQ&worker=I   -> Job (this worker's share of the work)
+//   worker -> POST /v1/report                   -> WorkerReport
+//
+// Parsing: every from_json below throws MessageError naming the message and the field ("worker report:
+// field 'version': type must be number, but is null"), never a bare nlohmann exception.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "datasets/problem.h"
+#include "model/generate.h"
+#include "rl/rollout.h"
+
+// Serializers of types that live in other folders; declared in their own namespaces for nlohmann's ADL.
+namespace pulse::datasets {
+void to_json(nlohmann::json& j, const Problem& p);
+void from_json(const nlohmann::json& j, Problem& p);
+}  // namespace pulse::datasets
+namespace pulse::rl {
+/// Lossless: float log-probs survive the round trip bit for bit.
+void to_json(nlohmann::json& j, const Rollout& r);
+void from_json(const nlohmann::json& j, Rollout& r);
+}  // namespace pulse::rl
+namespace pulse::model {
+void to_json(nlohmann::json& j, const SamplingParams& s);
+void from_json(const nlohmann::json& j, SamplingParams& s);
+}  // namespace pulse::model
+
+namespace pulse::app {
+
+/// A control-channel message that is not what its type requires. what() names the message and field.
+struct MessageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The rollout settings every worker samples with (part of the register answer). `sampling` is the
+/// trainer's rl::GrpoConfig::sampling itself, so that workers sample from the distribution GRPO recomputes.
+struct WorkerSettings {
+  int64_t group_size = 8;          ///< G: rollouts per prompt
+  model::SamplingParams sampling;  ///< temperature, top_p, top_k, max_new_tokens (stop ids: the tokenizer's)
+  uint64_t seed = 0;               ///< run seed, mixed into every request seed
+  std::string chat_template = "plain";
+  std::string dtype = "float32";  ///< the worker's compute dtype
+};
+
+/// The /v1/register answer: the worker's slot and what it needs to start.
+struct RegisterReply {
+  int64_t index = -1;          ///< this worker's slot (its share of each job's work)
+  std::string patch_url;       ///< PULSESync server ("http://127.0.0.1:PORT")
+  std::string patch_dir;       ///< transport.kind = fs: the shared patch folder ("" = use patch_url)
+  WorkerSettings settings;     ///< how to sample
+  std::string model_config;    ///< HF config.json text of the model
+  std::string tokenizer_name;  ///< file name of the tokenizer served at /v1/tokenizer
+};
+
+enum class JobKind { Sync, Generate, Stop };
+const char* job_kind_name(JobKind kind);
+
+/// One worker's share of a generate job.
+struct JobWork {
+  std::vector<rl::Problem> problems;  ///< the prompts (rollout problem_index is into this list)
+  uint64_t step_seed = 0;             ///< derive_seed(run.seed, kSeedRollout, step)
+};
+
+/// A job as one worker sees it: sync to `version`, then (generate) sample and grade `work`.
+struct Job {
+  uint64_t seq = 0;
+  JobKind kind = JobKind::Sync;
+  uint64_t version = 0;  ///< the weights version to sync to first
+  int64_t step = 0;      ///< GRPO step the job belongs to (-1 for stop)
+  JobWork work;
+};
+
+/// What a worker's PULSESync did for a job (sync::WorkerReplica::SyncStats + model load + prefetch).
+struct SyncReport {
+  uint64_t from = 0, to = 0, bytes = 0;
+  double fetch_ms = 0, apply_ms = 0, total_ms = 0, load_ms = 0;
+  bool used_anchor = false;
+  uint64_t rejected = 0;    ///< patches the replica refused (then repaired from an anchor)
+  bool prefetched = false;  ///< the patch came from the background prefetch
+};
+
+/// A worker's answer to one job.
+struct WorkerReport {
+  int64_t worker = -1;    ///< slot index
+  uint64_t seq = 0;       ///< the job answered
+  uint64_t version = 0;   ///< the version the worker holds after the sync
+  std::string root_hash;  ///< its root hash (hex), compared with the trainer's
+  SyncReport sync;
+  std::vector<rl::Rollout> rollouts;  ///< generate jobs
+  double generate_ms = 0;
+  int64_t tokens = 0;  ///< response tokens generated
+  std::string error;   ///< non-empty: the job failed on the worker (the trainer aborts with it)
+};
+
+void to_json(nlohmann::json& j, const WorkerSettings& s);
+void from_json(const nlohmann::json& j, WorkerSettings& s);
+void to_json(nlohmann::json& j, const RegisterReply& r);
+void from_json(const nlohmann::json& j, RegisterReply& r);
+void to_json(nlohmann::json& j, const JobWork& w);
+void from_json(const nlohmann::json& j, JobWork& w);
+void to_json(nlohmann::json& j, const Job& job);
+void from_json(const nlohmann::json& j, Job& job);
+void to_json(nlohmann::json& j, const SyncReport& s);
+void from_json(const nlohmann::json& j, SyncReport& s);
+void to_json(nlohmann::json& j, const WorkerReport& r);
+void from_json(const nlohmann::json& j, WorkerReport& r);
+
+/// Parses `text` (or a json value) as message type T; throws MessageError "<what>: <field problem>".
+template <typename T>
+T parse_message(const nlohmann::json& j, const std::string& what) {
+  try {
+    return j.get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    throw MessageError(what + ": " + e.what());
+  }
+}
+template <typename T>
+T parse_message_text(const std::string& text, const std::string& what) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw MessageError(what + ": not JSON");
+  return parse_message<T>(j, what);
+}
+
+/// The rollout settings a worker uses, from the settings the trainer sent (the one place they meet
+/// rl::RolloutConfig). grade_threads is the worker's own choice.
+rl::RolloutConfig rollout_config(const WorkerSettings& settings, int grade_threads);
+
+}  // namespace pulse::app

@@ -1,0 +1,98 @@
+#include "app/publisher.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "sync/patch.h"
+
+namespace fs = std::filesystem;
+
+namespace pulse::app {
+
+Publisher::Publisher(const Config& config, const std::string& run_dir, const std::string& token,
+                     uint64_t first_version, const std::vector<sync::TensorView>& weights)
+    : config_(config), token_(token) {
+  std::string store_dir;
+  if (config.sync.store_on_disk) {
+    store_dir = run_dir + "/sync";
+    fs::remove_all(store_dir);
+    fs::create_directories(store_dir);
+  }
+  store_ = std::make_unique<sync::VersionStore>(store_dir, config.sync.retention, config.sync.patch);
+  store_->publish(first_version, weights);
+  // transport.kind = fs: every patch (and anchor) is also written to a shared folder, temp name + fsync +
+  // rename + READY marker; workers replay it from there and never fetch over HTTP.
+  if (config.transport.kind == "fs") {
+    patch_dir_ = config.transport.dir.empty() ? run_dir + "/patches" : config.transport.dir;
+    // Versions a killed run published past this start would look newer to a joining worker: drop them
+    // (only pulse's own patch-*/anchor-* files and confirmations; nothing else in the folder is touched).
+    if (fs::is_directory(patch_dir_)) {
+      for (const auto& e : fs::directory_iterator(patch_dir_)) {
+        const std::string name = e.path().filename().string();
+        if ((name.rfind("patch-", 0) == 0 || name.rfind("anchor-", 0) == 0) &&
+            name.find(".pulse") != std::string::npos)
+          fs::remove(e.path());
+      }
+      fs::remove_all(fs::path(patch_dir_) / "workers");
+    }
+    fs_ = std::make_unique<sync::FsPublisher>(patch_dir_);
+    fs_->publish_anchor(first_version, *store_->anchor(first_version));
+  }
+  sync::HttpServerOptions sopt;
+  sopt.host = config.transport.host;
+  sopt.token = token;
+  sopt.tls_cert = config.transport.tls_cert;
+  sopt.tls_key = config.transport.tls_key;
+  sopt.threads = static_cast<int>(std::max<int64_t>(8, 2 * config.run.workers));
+  server_ = std::make_unique<sync::PatchServer>(*store_, sopt);
+  server_->start();
+}
+
+Publisher::~Publisher() {
+  stop();
+}
+
+void Publisher::stop() {
+  if (global_server_) global_server_->stop();
+  if (server_) server_->stop();
+}
+
+uint64_t Publisher::publish_global(uint64_t round, const std::vector<sync::TensorView>& weights) {
+  if (!global_store_) {
+    global_store_ = std::make_unique<sync::VersionStore>("", config_.sync.retention, config_.sync.patch);
+    global_store_->publish(round, weights);
+    sync::HttpServerOptions sopt;
+    sopt.host = config_.transport.host;
+    sopt.token = token_;
+    sopt.tls_cert = config_.transport.tls_cert;
+    sopt.tls_key = config_.transport.tls_key;
+    global_server_ = std::make_unique<sync::PatchServer>(*global_store_, sopt);
+    global_server_->start();
+    return 0;
+  }
+  return global_store_->publish(round, weights)->size();
+}
+
+PublishStats Publisher::publish(uint64_t version, const std::vector<sync::TensorView>& weights) {
+  auto t0 = std::chrono::steady_clock::now();
+  sync::Blob blob = store_->publish(version, weights);
+  if (fs_) {
+    fs_->publish(version - 1, version, *blob);
+    const uint64_t every = config_.sync.retention.anchor_every;
+    if (every != 0 && version % every == 0) fs_->publish_anchor(version, *store_->anchor(version));
+  }
+  PublishStats st;
+  st.encode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  sync::PatchInfo info = sync::inspect_patch(blob->data(), blob->size());
+  for (const auto& t : info.tensors) {
+    st.changed += t.changed;
+    st.index_raw_bytes += t.index_bytes;
+    st.value_raw_bytes += t.value_bytes;
+  }
+  st.patch_bytes = blob->size();
+  st.payload_raw_bytes = info.payload_raw_bytes;
+  st.payload_compressed_bytes = info.payload_compressed_bytes;
+  return st;
+}
+
+}  // namespace pulse::app

@@ -1,0 +1,64 @@
+// The trainer's PULSESync side: the version store (patches + anchors), the HTTP patch server and, with
+// transport.kind = fs, the shared-folder publisher. One publish() per weights version.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/config.h"
+#include "sync/tensor_view.h"
+#include "sync/transport_fs.h"
+#include "sync/transport_http.h"
+#include "sync/version_store.h"
+
+namespace pulse::app {
+
+/// What one publish produced (metrics).
+struct PublishStats {
+  uint64_t patch_bytes = 0;  ///< the patch container's size
+  uint64_t changed = 0;      ///< BF16 elements the patch carries
+  uint64_t index_raw_bytes = 0, value_raw_bytes = 0;
+  uint64_t payload_raw_bytes = 0, payload_compressed_bytes = 0;
+  double encode_ms = 0;  ///< encode + store (+ fs write)
+};
+
+/// Not thread-safe (one trainer thread publishes); the servers it starts are.
+class Publisher {
+ public:
+  /// Opens the store (in memory, or <run_dir>/sync with sync.store_on_disk), publishes `first_version` of
+  /// `weights` (an anchor), starts the patch server on transport.host with `token`, and with
+  /// transport.kind = fs clears stale versions from the folder and writes the first anchor there.
+  Publisher(const Config& config, const std::string& run_dir, const std::string& token,
+            uint64_t first_version, const std::vector<sync::TensorView>& weights);
+  ~Publisher();
+
+  /// Publishes `version` (> the previous one): the patch from the previous version, an anchor every
+  /// sync.anchor_every versions. Throws what sync::VersionStore::publish throws.
+  PublishStats publish(uint64_t version, const std::vector<sync::TensorView>& weights);
+
+  /// Multi-trainer runs, rank 0: a second stream holding only the global weights after each outer round
+  /// (version = rounds done), served on its own port for evaluation and external inference workers. The
+  /// patch of a round is a fresh BF16 diff between consecutive global weights. Returns that patch's size.
+  uint64_t publish_global(uint64_t round, const std::vector<sync::TensorView>& weights);
+  /// "" until the first publish_global.
+  std::string global_url() const { return global_server_ ? global_server_->url() : std::string(); }
+
+  std::string patch_url() const { return server_->url(); }
+  /// transport.kind = fs: the shared folder ("" with http).
+  const std::string& patch_dir() const { return patch_dir_; }
+  /// Stops the patch server (idempotent).
+  void stop();
+
+ private:
+  const Config& config_;
+  std::unique_ptr<sync::VersionStore> store_;
+  std::unique_ptr<sync::FsPublisher> fs_;
+  std::unique_ptr<sync::PatchServer> server_;
+  std::string patch_dir_;
+  std::string token_;
+  std::unique_ptr<sync::VersionStore> global_store_;
+  std::unique_ptr<sync::PatchServer> global_server_;
+};
+
+}  // namespace pulse::app

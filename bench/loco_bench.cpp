@@ -1,0 +1,126 @@
+#include "bench/loco_bench.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace pulse::bench {
+
+using nlohmann::json;
+
+namespace {
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded()) throw std::runtime_error(path + ": not JSON");
+  return j;
+}
+
+const LocoModeResult* find(const std::vector<LocoModeResult>& modes, const std::string& name) {
+  for (const auto& m : modes)
+    if (m.mode == name) return &m;
+  return nullptr;
+}
+
+double ratio(const LocoModeResult* a, const LocoModeResult* b) {
+  if (!a || !b || b->payload_bytes == 0) return 0;
+  return static_cast<double>(a->payload_bytes) / static_cast<double>(b->payload_bytes);
+}
+
+}  // namespace
+
+LocoModeResult read_loco_run(const std::string& run_dir, const std::string& mode, int64_t inner_steps) {
+  LocoModeResult r;
+  r.mode = mode;
+  const std::string dir = run_dir + "/rank-0";
+  json s = read_json_file(dir + "/summary.json");
+  r.steps = s.at("steps").get<int64_t>();
+  r.reward_last = s.at("reward_last").get<double>();
+  r.pass_at_1_before = s.at("pass_at_1_before").get<double>();
+  r.pass_at_1_after = s.at("pass_at_1_after").get<double>();
+  r.wall_seconds = s.at("wall_seconds").get<double>();
+  const json& m = s.at("multi");
+  r.world_size = m.at("world_size").get<int64_t>();
+  r.payload_bytes = m.at("comm_payload_bytes_total").get<uint64_t>();
+  r.wire_bytes = m.at("comm_wire_bytes_total").get<uint64_t>();
+  r.fired_fraction = m.at("mean_fired_fraction").get<double>();
+  r.rounds = inner_steps > 0 ? r.steps / inner_steps : 0;
+  r.bytes_per_round = r.rounds > 0 ? static_cast<double>(r.payload_bytes) / static_cast<double>(r.rounds) : 0;
+  std::ifstream rows(dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(rows, line)) {
+    json row = json::parse(line, nullptr, false);
+    if (!row.is_discarded()) r.reward.push_back(row.value("reward_mean", 0.0));
+  }
+  return r;
+}
+
+std::string loco_table(const std::vector<LocoModeResult>& modes, int64_t inner_steps, double lr) {
+  std::ostringstream o;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "pulse bench loco: %lld trainers, H = %lld inner steps, GRPO lr %.3g\n\n",
+                static_cast<long long>(modes.empty() ? 0 : modes[0].world_size),
+                static_cast<long long>(inner_steps), lr);
+  o << buf;
+  o << "mode        steps rounds  bytes/trainer (window)  bytes/round    fired   reward_last  Pass@1 "
+       "before->after\n";
+  for (const auto& m : modes) {
+    std::snprintf(buf, sizeof buf, "%-10s %6lld %6lld  %20.3f MB  %9.3f MB  %7.4f   %10.3f   %.3f -> %.3f\n",
+                  m.mode.c_str(), static_cast<long long>(m.steps), static_cast<long long>(m.rounds),
+                  m.payload_bytes / 1e6, m.bytes_per_round / 1e6, m.fired_fraction, m.reward_last,
+                  m.pass_at_1_before, m.pass_at_1_after);
+    o << buf;
+  }
+  const auto* p = find(modes, "pulseloco");
+  std::snprintf(buf, sizeof buf, "\ndiloco / pulseloco bytes: %.1fx   ddp / pulseloco bytes: %.1fx\n",
+                ratio(find(modes, "diloco"), p), ratio(find(modes, "ddp"), p));
+  o << buf;
+  o << "reward per step:\n";
+  for (const auto& m : modes) {
+    o << "  " << m.mode << ":";
+    for (double x : m.reward) {
+      std::snprintf(buf, sizeof buf, " %.3f", x);
+      o << buf;
+    }
+    o << "\n";
+  }
+  return o.str();
+}
+
+std::string loco_json(const std::vector<LocoModeResult>& modes, int64_t inner_steps, double lr) {
+  json j;
+  json fired = json::object(), reward_last = json::object(), details = json::object();
+  int64_t rounds = 0;
+  for (const auto& m : modes) {
+    j[m.mode + "_bytes"] = m.payload_bytes;
+    fired[m.mode] = m.fired_fraction;
+    reward_last[m.mode] = m.reward_last;
+    rounds = std::max(rounds, m.rounds);
+    details[m.mode] = json{{"steps", m.steps},
+                           {"world_size", m.world_size},
+                           {"payload_bytes", m.payload_bytes},
+                           {"wire_bytes", m.wire_bytes},
+                           {"bytes_per_round", m.bytes_per_round},
+                           {"reward", m.reward},
+                           {"pass_at_1_before", m.pass_at_1_before},
+                           {"pass_at_1_after", m.pass_at_1_after},
+                           {"wall_seconds", m.wall_seconds}};
+  }
+  j["fired_fraction"] = fired;
+  j["reward_last"] = reward_last;
+  j["rounds"] = rounds;
+  j["inner_steps"] = inner_steps;
+  j["lr"] = lr;
+  j["modes"] = details;
+  const auto* p = find(modes, "pulseloco");
+  j["diloco_over_pulseloco"] = ratio(find(modes, "diloco"), p);
+  j["ddp_over_pulseloco"] = ratio(find(modes, "ddp"), p);
+  return j.dump(2);
+}
+
+}  // namespace pulse::bench
