@@ -127,7 +127,10 @@ int free_tcp_port(const std::string& host) {
   return ntohs(addr.sin_port);
 }
 
-int launch(const LaunchOptions& o) {
+namespace {
+
+/// Refuses options that cannot launch (std::invalid_argument naming the option).
+void check_options(const LaunchOptions& o) {
   if (o.nproc < 1)
     throw std::invalid_argument("launch: --nproc must be >= 1, got " + std::to_string(o.nproc));
   if (o.nnodes < 1)
@@ -143,69 +146,48 @@ int launch(const LaunchOptions& o) {
         "launch: --master-port is required with --nnodes > 1 (every node must agree)");
   if (!(o.grace_s >= 0)) throw std::invalid_argument("launch: --grace must be >= 0 seconds");
   if (o.args.empty()) throw std::invalid_argument("launch: nothing to run");
+}
 
-  const int port = o.master_port ? o.master_port : free_tcp_port(o.master_addr);
-  const int world = o.nnodes * o.nproc;
-  std::string program;
-  std::vector<std::string> argv_s;
-  if (o.no_pulse) {
-    program = o.args[0];
-    argv_s = o.args;
-  } else {
-    program = std::filesystem::read_symlink("/proc/self/exe").string();
-    argv_s.push_back(program);
-    argv_s.insert(argv_s.end(), o.args.begin(), o.args.end());
-  }
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
+/// Starts local rank `i` as child `c` with torchrun's environment; returns "" or why it could not start.
+std::string spawn_rank(Child& c, int i, int world, int port, const LaunchOptions& o,
+                       const std::string& program, std::vector<char*>& argv) {
+  c.rank = o.node_rank * o.nproc + i;
+  std::vector<std::pair<std::string, std::string>> set = {{"RANK", std::to_string(c.rank)},
+                                                          {"LOCAL_RANK", std::to_string(i)},
+                                                          {"WORLD_SIZE", std::to_string(world)},
+                                                          {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+                                                          {"GROUP_RANK", std::to_string(o.node_rank)},
+                                                          {"MASTER_ADDR", o.master_addr},
+                                                          {"MASTER_PORT", std::to_string(port)}};
+  if (o.nproc > 1 && !std::getenv("OMP_NUM_THREADS")) set.emplace_back("OMP_NUM_THREADS", "1");
+  auto env_s = child_environment(set);
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, dfl;
+  sigemptyset(&none);
+  sigemptyset(&dfl);
+  sigaddset(&dfl, SIGINT);
+  sigaddset(&dfl, SIGTERM);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &dfl);
+  posix_spawnattr_setpgroup(&attr, 0);  // each rank leads its own process group: signals reach its tree
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  const int rc = o.no_pulse ? posix_spawnp(&c.pid, program.c_str(), nullptr, &attr, argv.data(), envp.data())
+                            : posix_spawn(&c.pid, program.c_str(), nullptr, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0)
+    return "cannot start rank " + std::to_string(c.rank) + " (" + program + "): " + std::strerror(rc);
+  c.running = true;
+  return "";
+}
 
-  std::cerr << "pulse launch: " << o.nproc << " process" << (o.nproc > 1 ? "es" : "") << " (ranks "
-            << o.node_rank * o.nproc << ".." << o.node_rank * o.nproc + o.nproc - 1 << " of " << world
-            << "), MASTER_ADDR=" << o.master_addr << " MASTER_PORT=" << port << std::endl;
-
-  SignalGuard guard;
-  std::vector<Child> children(static_cast<size_t>(o.nproc));
+/// Waits for every child: the first failure (or a signal to the launcher) stops the others, SIGKILL after
+/// the grace period. Returns the launcher's exit code (see launch.h).
+int supervise(std::vector<Child>& children, double grace_s, const std::string& spawn_error) {
   int first_failed = -1;  // index into children
-  std::string spawn_error;
-  for (int i = 0; i < o.nproc; ++i) {
-    auto& c = children[static_cast<size_t>(i)];
-    c.rank = o.node_rank * o.nproc + i;
-    std::vector<std::pair<std::string, std::string>> set = {{"RANK", std::to_string(c.rank)},
-                                                            {"LOCAL_RANK", std::to_string(i)},
-                                                            {"WORLD_SIZE", std::to_string(world)},
-                                                            {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-                                                            {"GROUP_RANK", std::to_string(o.node_rank)},
-                                                            {"MASTER_ADDR", o.master_addr},
-                                                            {"MASTER_PORT", std::to_string(port)}};
-    if (o.nproc > 1 && !std::getenv("OMP_NUM_THREADS")) set.emplace_back("OMP_NUM_THREADS", "1");
-    auto env_s = child_environment(set);
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGINT);
-    sigaddset(&dfl, SIGTERM);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &dfl);
-    posix_spawnattr_setpgroup(&attr, 0);  // each rank leads its own process group: signals reach its tree
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-    const int rc = o.no_pulse
-                       ? posix_spawnp(&c.pid, program.c_str(), nullptr, &attr, argv.data(), envp.data())
-                       : posix_spawn(&c.pid, program.c_str(), nullptr, &attr, argv.data(), envp.data());
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-      spawn_error =
-          "cannot start rank " + std::to_string(c.rank) + " (" + program + "): " + std::strerror(rc);
-      break;
-    }
-    c.running = true;
-  }
-
   using Clock = std::chrono::steady_clock;
   bool stopping = false, killed = false;
   Clock::time_point kill_at{};
@@ -214,7 +196,7 @@ int launch(const LaunchOptions& o) {
     if (stopping) return;
     stopping = true;
     signal_running(children, SIGTERM);
-    kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
+    kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
   };
   if (!spawn_error.empty()) {
     std::cerr << "pulse launch: " << spawn_error << "; stopping the others" << std::endl;
@@ -248,7 +230,7 @@ int launch(const LaunchOptions& o) {
       signal_running(children, sig);
       if (!stopping) {
         stopping = true;
-        kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
+        kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
       }
     }
     if (stopping && !killed && Clock::now() >= kill_at) {
@@ -256,7 +238,7 @@ int launch(const LaunchOptions& o) {
       for (const auto& c : children)
         if (c.running)
           std::cerr << "pulse launch: rank " << c.rank << " (pid " << c.pid << ") still running after "
-                    << o.grace_s << " s, sending SIGKILL" << std::endl;
+                    << grace_s << " s, sending SIGKILL" << std::endl;
       signal_running(children, SIGKILL);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -272,6 +254,38 @@ int launch(const LaunchOptions& o) {
   for (const auto& c : children)
     if (failed(c.status)) return exit_code_of(c.status) ? exit_code_of(c.status) : 1;
   return 0;
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& o) {
+  check_options(o);
+  const int port = o.master_port ? o.master_port : free_tcp_port(o.master_addr);
+  const int world = o.nnodes * o.nproc;
+  std::string program;
+  std::vector<std::string> argv_s;
+  if (o.no_pulse) {
+    program = o.args[0];
+    argv_s = o.args;
+  } else {
+    program = std::filesystem::read_symlink("/proc/self/exe").string();
+    argv_s.push_back(program);
+    argv_s.insert(argv_s.end(), o.args.begin(), o.args.end());
+  }
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  std::cerr << "pulse launch: " << o.nproc << " process" << (o.nproc > 1 ? "es" : "") << " (ranks "
+            << o.node_rank * o.nproc << ".." << o.node_rank * o.nproc + o.nproc - 1 << " of " << world
+            << "), MASTER_ADDR=" << o.master_addr << " MASTER_PORT=" << port << std::endl;
+
+  SignalGuard guard;
+  std::vector<Child> children(static_cast<size_t>(o.nproc));
+  std::string spawn_error;
+  for (int i = 0; i < o.nproc && spawn_error.empty(); ++i)
+    spawn_error = spawn_rank(children[static_cast<size_t>(i)], i, world, port, o, program, argv);
+  return supervise(children, o.grace_s, spawn_error);
 }
 
 void register_launch_command(CLI::App& root, int argc, char** argv) {
