@@ -3,27 +3,14 @@
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
+#include "app/launch.h"
 #include "kernels/bf16.h"
 #include "rl/diloco.h"
 #include "rl/process_group.h"
-
-extern char** environ;
+#include "tests/rl/peer_process.h"
 
 namespace {
 
@@ -128,58 +115,6 @@ void two_rank_scenario(TrainerGroup& group) {
   }
 }
 
-/// A peer process: this test executable on "[.diloco_peer]".
-struct Peer {
-  pid_t pid = -1;
-  std::string log;
-  Peer(int port, const std::string& log_path) : log(log_path) {
-    const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::vector<std::string> args = {exe, "[.diloco_peer]"}, env;
-    for (char** e = environ; *e; ++e) env.emplace_back(*e);
-    env.push_back("PULSE_DILOCO_PEER_PORT=" + std::to_string(port));
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    REQUIRE(posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), envp.data()) == 0);
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  int wait(double limit_s) {
-    const auto t0 = std::chrono::steady_clock::now();
-    int status = 0;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > limit_s) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        pid = -1;
-        return -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    pid = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  std::string output() const {
-    std::ifstream f(log);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  }
-  ~Peer() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-    }
-    std::filesystem::remove(log);
-  }
-};
-
 GroupOptions two_ranks(int rank, int port) {
   GroupOptions o;
   o.rank = rank;
@@ -188,19 +123,6 @@ GroupOptions two_ranks(int rank, int port) {
   o.master_port = port;
   o.timeout_s = 60;
   return o;
-}
-
-int free_port() {
-  // Bind port 0 and read the kernel's choice (the TCPStore binds it right after).
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 }  // namespace
@@ -214,11 +136,10 @@ TEST_CASE("diloco peer (started by the two-process outer round test)", "[.diloco
 
 TEST_CASE("two trainers: gate-open PULSELoCo == DiLoCo, exact mean, sparse exchange with 0 and many fired",
           "[diloco]") {
-  const int port = free_port();
-  const std::string log =
-      (std::filesystem::temp_directory_path() / ("pulse-test-diloco-" + std::to_string(::getpid()) + ".log"))
-          .string();
-  Peer peer(port, log);
+  const int port = pulse::app::free_tcp_port("127.0.0.1");
+  pulse::test::TempFolder dir("pulse-test-diloco");
+  pulse::test::PeerProcess peer("[.diloco_peer]", {"PULSE_DILOCO_PEER_PORT=" + std::to_string(port)},
+                                dir.file("peer.log"));
   {
     TrainerGroup g(two_ranks(0, port));
     two_rank_scenario(g);

@@ -22,6 +22,7 @@
 
 #include "app/launch.h"
 #include "rl/process_group.h"
+#include "tests/rl/peer_process.h"
 
 extern char** environ;
 
@@ -98,78 +99,18 @@ void basic_scenario(TrainerGroup& g) {
 }
 
 // A peer process: this test executable on "[.pg_peer]" with the scenario in the environment.
-struct Peer {
-  pid_t pid = -1;
-  std::string log;
-
+struct Peer : pulse::test::PeerProcess {
   Peer(const std::string& scenario, int rank, int port, double timeout_s, const std::string& log_path)
-      : log(log_path) {
-    const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::vector<std::string> args = {exe, "[.pg_peer]"};
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) env.emplace_back(*e);
-    env.push_back("PULSE_PG_PEER=" + scenario);
-    env.push_back("PULSE_PG_RANK=" + std::to_string(rank));
-    env.push_back("PULSE_PG_PORT=" + std::to_string(port));
-    env.push_back("PULSE_PG_TIMEOUT=" + std::to_string(timeout_s));
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    REQUIRE(rc == 0);
-  }
-
-  // Exit code (128 + signal when killed); SIGKILLs the peer if it has not ended within `limit_s`.
-  int wait(double limit_s) {
-    const auto t0 = Clock::now();
-    int status = 0;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (since(t0) > limit_s) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        pid = -1;
-        return -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    pid = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  std::string output() const {
-    std::ifstream f(log);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  }
-
-  ~Peer() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-    }
-  }
+      : PeerProcess(
+            "[.pg_peer]",
+            {"PULSE_PG_PEER=" + scenario, "PULSE_PG_RANK=" + std::to_string(rank),
+             "PULSE_PG_PORT=" + std::to_string(port), "PULSE_PG_TIMEOUT=" + std::to_string(timeout_s)},
+            log_path) {}
 };
 
 // A temp folder for the peers' logs, removed at the end of the test.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() /
-             ("pulse-test-pg-" + name + "-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& n) const { return (path / n).string(); }
+struct TempDir : pulse::test::TempFolder {
+  explicit TempDir(const std::string& name) : TempFolder("pulse-test-pg-" + name) {}
 };
 
 GroupOptions two_ranks(int rank, int port, double timeout_s) {
@@ -286,7 +227,7 @@ TEST_CASE("TrainerGroup: a SIGKILLed peer makes the survivor throw naming the ra
   std::vector<float> x(4, 1.0f);
   g.allreduce_sum(x.data(), x.size(), "sync");
   REQUIRE(x[0] == 2.0f);
-  ::kill(peer.pid, SIGKILL);
+  ::kill(peer.pid(), SIGKILL);
   REQUIRE(peer.wait(10) == 128 + SIGKILL);
   const auto t0 = Clock::now();
   std::vector<float> grad(1000, 1.0f);
@@ -316,7 +257,7 @@ TEST_CASE("TrainerGroup: a hung peer makes the survivor time out naming the rank
   TrainerGroup g(two_ranks(0, port, timeout_s));
   std::vector<float> x(4, 1.0f);
   g.allreduce_sum(x.data(), x.size(), "sync");
-  ::kill(peer.pid, SIGSTOP);
+  ::kill(peer.pid(), SIGSTOP);
   const auto t0 = Clock::now();
   try {
     (void)g.exchange_bytes(pattern(0, 1000), "indices");
@@ -331,7 +272,7 @@ TEST_CASE("TrainerGroup: a hung peer makes the survivor time out naming the rank
     CHECK_THAT(e.what(), Catch::StartsWith("rank 0: exchange of 'indices' failed after"));
     CHECK_THAT(e.what(), Catch::Contains("peer rank 1"));
   }
-  ::kill(peer.pid, SIGKILL);
+  ::kill(peer.pid(), SIGKILL);
   REQUIRE(peer.wait(10) == 128 + SIGKILL);
 }
 
@@ -343,7 +284,7 @@ TEST_CASE("TrainerGroup: when rank 0 (the store host) dies, rank 1 names it", "[
   TrainerGroup g(two_ranks(1, port, timeout_s));
   std::vector<float> x(4, 1.0f);
   g.allreduce_sum(x.data(), x.size(), "sync");
-  ::kill(peer.pid, SIGKILL);
+  ::kill(peer.pid(), SIGKILL);
   REQUIRE(peer.wait(10) == 128 + SIGKILL);
   const auto t0 = Clock::now();
   try {
