@@ -1,16 +1,12 @@
 #include "kernels/apply_kernels.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "kernels/byte_tables.h"
+#include "kernels/cpu_features.h"
 #include "kernels/int_coding.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define PULSE_APPLY_X86 1
-#endif
+#include "kernels/x86_simd.h"
 
 namespace pulse::kernels {
 
@@ -87,11 +83,15 @@ void assemble_u16_values_portable(const uint8_t* lo, const uint8_t* hi, size_t c
 // ---------------------------------------------------------------------------------------------------
 // x86-64 kernels, compiled for their ISA by target attributes and picked at run time.
 
-#ifdef PULSE_APPLY_X86
+#ifdef PULSE_KERNELS_X86
 namespace {
 
 #define PULSE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,bmi,bmi2,popcnt")))
 #define PULSE_AVX2 __attribute__((target("avx2,popcnt")))
+/// What PULSE_AVX512 / PULSE_AVX2 assume of the CPU.
+constexpr CpuFeatures kNeedsAvx512 =
+    kCpuAvx512F | kCpuAvx512BW | kCpuAvx512VL | kCpuAvx512Vbmi2 | kCpuBmi | kCpuBmi2 | kCpuPopcnt;
+constexpr CpuFeatures kNeedsAvx2 = kCpuAvx2 | kCpuPopcnt;
 
 // (Own reductions: GCC 12's _mm512_reduce_* warn about an uninitialized temporary under -Wall.)
 PULSE_AVX512 inline uint64_t sum_u64_lanes(__m512i v) {
@@ -289,7 +289,7 @@ PULSE_AVX2 void assemble_u16_values_avx2(const uint8_t* lo, const uint8_t* hi, s
 }
 
 }  // namespace
-#endif  // PULSE_APPLY_X86
+#endif  // PULSE_KERNELS_X86
 
 // ---------------------------------------------------------------------------------------------------
 // Dispatch.
@@ -306,37 +306,22 @@ struct Kernels {
 constexpr Kernels kPortable{varint_head_sums_portable, decode_gap_batch_portable,
                             assemble_u16_values_portable, "portable"};
 
-/// The kernels this CPU can run, fastest first (the portable ones last).
-int supported_kernels(Kernels* out) {
-  int n = 0;
-#ifdef PULSE_APPLY_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi2") &&
-      __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt"))
-    out[n++] = {head_sums_avx512, decode_gap_batch_avx512, assemble_u16_values_avx512, "avx512"};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
-    out[n++] = {head_sums_avx2, decode_gap_batch_avx2, assemble_u16_values_avx2, "avx2"};
+/// The kernels this CPU can run, fastest first (the portable ones last), and the forced ones.
+VariantSelector<Kernels, 3>& selector() {
+  static VariantSelector<Kernels, 3> s([](auto add) {
+#ifdef PULSE_KERNELS_X86
+    if (cpu_has(kNeedsAvx512))
+      add(Kernels{head_sums_avx512, decode_gap_batch_avx512, assemble_u16_values_avx512, "avx512"});
+    if (cpu_has(kNeedsAvx2))
+      add(Kernels{head_sums_avx2, decode_gap_batch_avx2, assemble_u16_values_avx2, "avx2"});
 #endif
-  out[n++] = kPortable;
-  return n;
+    add(kPortable);
+  });
+  return s;
 }
-
-struct Registry {
-  Kernels all[3] = {};
-  int n = supported_kernels(all);
-};
-
-const Registry& registry() {
-  static const Registry r;
-  return r;
-}
-
-std::atomic<int> forced{-1};  // index into the registry; -1 = the fastest
 
 const Kernels& kernels() {
-  const int f = forced.load(std::memory_order_relaxed);
-  return registry().all[f < 0 ? 0 : f];
+  return selector().current();
 }
 
 }  // namespace
@@ -355,21 +340,11 @@ void assemble_u16_values(const uint8_t* lo, const uint8_t* hi, size_t count, boo
 }
 
 const char* apply_kernels_isa() {
-  return kernels().isa;
+  return selector().isa();
 }
 
 bool apply_kernels_force(const char* isa) {
-  const Registry& r = registry();
-  if (!isa) {
-    forced.store(-1);
-    return true;
-  }
-  for (int i = 0; i < r.n; ++i)
-    if (std::strcmp(r.all[i].isa, isa) == 0) {
-      forced.store(i);
-      return true;
-    }
-  return false;
+  return selector().force(isa);
 }
 
 // ---------------------------------------------------------------------------------------------------

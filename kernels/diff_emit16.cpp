@@ -1,24 +1,14 @@
 #include "kernels/diff_emit16.h"
 
-#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
 #include "kernels/byte_tables.h"
+#include "kernels/cpu_features.h"
 #include "kernels/diff_scan.h"
 #include "kernels/int_coding.h"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define PULSE_EMIT16_AVX512 1
-// GCC 12's AVX-512 headers seed the pass-through operand of unmasked intrinsics with a self-initialized
-// "undefined" vector, which -Wmaybe-uninitialized reports at every inlined use; not a bug of this file.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/x86_simd.h"
 
 namespace pulse::kernels {
 
@@ -37,12 +27,15 @@ inline uint8_t* put_gap(uint8_t* h, uint8_t* t, uint64_t gap) {
   return t + (r != 0) + (r >= 128) + (r >= 16384);
 }
 
-#ifdef PULSE_EMIT16_AVX512
+#ifdef PULSE_KERNELS_X86
 // 64 elements per step (two vectors per side): the 64-bit change mask drives byte-wide compresses of
 // the value bytes and of the in-group positions (vpcompressb), so the per-element work is a few
 // instructions and no branch depends on the data.
 #define PULSE_AVX512_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,bmi,bmi2,lzcnt,popcnt")))
+/// What PULSE_AVX512_TARGET assumes of the CPU.
+constexpr CpuFeatures kNeedsAvx512 = kCpuAvx512F | kCpuAvx512BW | kCpuAvx512VL | kCpuAvx512Vbmi |
+                                     kCpuAvx512Vbmi2 | kCpuBmi | kCpuBmi2 | kCpuLzcnt | kCpuPopcnt;
 
 // Zero-masked form: GCC 12's plain _mm512_shuffle_epi32 trips -Wmaybe-uninitialized in its own header.
 #define pshufd(v, imm) \
@@ -167,6 +160,8 @@ uint64_t diff_emit16_avx512_hashing(const uint8_t* a, const uint8_t* b, uint64_t
 // bytes per stream and advances by its popcount, so no branch depends on the data past "group has a
 // change". XXH3 stripes are accumulated from the loaded registers (libxxhash's AVX2 code path).
 #define PULSE_AVX2_TARGET __attribute__((target("avx2,bmi,bmi2,lzcnt,popcnt")))
+/// What PULSE_AVX2_TARGET assumes of the CPU.
+constexpr CpuFeatures kNeedsAvx2 = kCpuAvx2 | kCpuBmi | kCpuBmi2 | kCpuLzcnt | kCpuPopcnt;
 
 PULSE_AVX2_TARGET __attribute__((always_inline)) inline __m256i xxh3_accumulate_avx2(__m256i acc,
                                                                                      __m256i data,
@@ -320,14 +315,6 @@ uint64_t diff_emit16_avx2_hashing(const uint8_t* a, const uint8_t* b, uint64_t s
   return diff_emit16_avx2<kDelta, false, false>(a, b, start, count, c, hash);
 }
 
-bool cpu_has_avx512_vbmi2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
-         __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("bmi") &&
-         __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("lzcnt") &&
-         __builtin_cpu_supports("popcnt");
-}
 #endif
 
 }  // namespace
@@ -370,7 +357,7 @@ uint64_t emit_portable(const uint8_t* a, const uint8_t* b, uint64_t start, uint6
   return diff_emit16_portable(a, b, start, count, delta, c);
 }
 
-#ifdef PULSE_EMIT16_AVX512
+#ifdef PULSE_KERNELS_X86
 uint64_t emit_avx512(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
                      Emit16Cursor& c, Emit16Hash* hash) {
   return delta ? diff_emit16_avx512_hashing<true>(a, b, start, count, c, hash)
@@ -382,12 +369,6 @@ uint64_t emit_avx2(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t 
   return delta ? diff_emit16_avx2_hashing<true>(a, b, start, count, c, hash)
                : diff_emit16_avx2_hashing<false>(a, b, start, count, c, hash);
 }
-
-bool cpu_has_avx2_bmi2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
-         __builtin_cpu_supports("lzcnt") && __builtin_cpu_supports("popcnt");
-}
 #endif
 
 struct Variant {
@@ -396,66 +377,39 @@ struct Variant {
   bool hashes;  ///< accumulates XXH3 (Emit16Hash)
 };
 
-/// The variants this CPU can run, fastest first (portable last).
-struct Registry {
-  Variant all[3] = {};
-  int n = 0;
-  Registry() {
-#ifdef PULSE_EMIT16_AVX512
-    if (cpu_has_avx512_vbmi2()) all[n++] = {emit_avx512, "avx512", true};
-    if (cpu_has_avx2_bmi2()) all[n++] = {emit_avx2, "avx2", true};
+/// The variants this CPU can run, fastest first (portable last), and the forced one.
+VariantSelector<Variant, 3>& selector() {
+  static VariantSelector<Variant, 3> s([](auto add) {
+#ifdef PULSE_KERNELS_X86
+    if (cpu_has(kNeedsAvx512)) add(Variant{emit_avx512, "avx512", true});
+    if (cpu_has(kNeedsAvx2)) add(Variant{emit_avx2, "avx2", true});
 #endif
-    all[n++] = {emit_portable, "portable", false};
-  }
-};
-
-const Registry& registry() {
-  static const Registry r;
-  return r;
-}
-
-std::atomic<int> forced{-1};  // index into the registry; -1 = the fastest
-
-const Variant& variant() {
-  const int f = forced.load(std::memory_order_relaxed);
-  return registry().all[f < 0 ? 0 : f];
+    add(Variant{emit_portable, "portable", false});
+  });
+  return s;
 }
 
 }  // namespace
 
 const char* diff_emit16_isa() {
-  return variant().isa;
+  return selector().isa();
 }
 
 bool diff_emit16_fuses_hash() {
-  return variant().hashes;
+  return selector().current().hashes;
 }
 
 bool diff_emit16_supported(const char* isa) {
-  if (!isa) return false;
-  const Registry& r = registry();
-  for (int i = 0; i < r.n; ++i)
-    if (std::strcmp(r.all[i].isa, isa) == 0) return true;
-  return false;
+  return selector().supported(isa);
 }
 
 bool diff_emit16_force(const char* isa) {
-  const Registry& r = registry();
-  if (!isa) {
-    forced.store(-1);
-    return true;
-  }
-  for (int i = 0; i < r.n; ++i)
-    if (std::strcmp(r.all[i].isa, isa) == 0) {
-      forced.store(i);
-      return true;
-    }
-  return false;
+  return selector().force(isa);
 }
 
 uint64_t diff_emit16(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
                      Emit16Cursor& cursor, Emit16Hash* hash) {
-  const Variant& v = variant();
+  const Variant& v = selector().current();
   if (hash && start % 64 != 0)
     throw std::invalid_argument("diff_emit16: hashing needs start at a multiple of 64 elements");
   return v.fn(a, b, start, count, delta, cursor, hash);

@@ -1,14 +1,11 @@
 #include "kernels/diff_scan.h"
 
-#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define PULSE_DIFF_AVX2 1
-#include <immintrin.h>
-#endif
+#include "kernels/cpu_features.h"
+#include "kernels/x86_simd.h"
 
 namespace pulse::kernels {
 
@@ -43,7 +40,7 @@ uint64_t mask_group_portable(const uint8_t* a, const uint8_t* b, size_t width) {
   return m;
 }
 
-#ifdef PULSE_DIFF_AVX2
+#ifdef PULSE_KERNELS_X86
 // A macro, not a helper function: __m256i must not cross a function boundary compiled without AVX.
 #define ld(p) _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
 __attribute__((target("avx2,popcnt"))) uint64_t diff_masks_avx2(const uint8_t* a, const uint8_t* b, size_t n,
@@ -98,10 +95,8 @@ __attribute__((target("avx2,popcnt"))) uint64_t diff_masks_avx2(const uint8_t* a
 }
 #undef ld
 
-bool cpu_has_avx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
-}
+/// What diff_masks_avx2's target attribute assumes.
+constexpr CpuFeatures kNeedsAvx2 = kCpuAvx2 | kCpuPopcnt;
 #endif
 
 void check_width(size_t width) {
@@ -132,72 +127,42 @@ namespace {
 
 using MaskFn = uint64_t (*)(const uint8_t*, const uint8_t*, size_t, size_t, uint64_t*);
 
-#ifdef PULSE_DIFF_AVX2
+#ifdef PULSE_KERNELS_X86
 uint64_t masks_avx2_checked(const uint8_t* a, const uint8_t* b, size_t n, size_t width, uint64_t* masks) {
   check_width(width);
   return diff_masks_avx2(a, b, n, width, masks);
 }
 #endif
 
-struct Variant {
-  MaskFn fn;
-  const char* isa;
-};
+using Variant = KernelVariant<MaskFn>;
 
-/// The variants this CPU can run, fastest first (portable last).
-struct Registry {
-  Variant all[2] = {};
-  int n = 0;
-  Registry() {
-#ifdef PULSE_DIFF_AVX2
-    if (cpu_has_avx2()) all[n++] = {masks_avx2_checked, "avx2"};
+/// The variants this CPU can run, fastest first (portable last), and the forced one.
+VariantSelector<Variant, 2>& selector() {
+  static VariantSelector<Variant, 2> s([](auto add) {
+#ifdef PULSE_KERNELS_X86
+    if (cpu_has(kNeedsAvx2)) add(Variant{masks_avx2_checked, "avx2"});
 #endif
-    all[n++] = {diff_masks_portable, "portable"};
-  }
-};
-
-const Registry& registry() {
-  static const Registry r;
-  return r;
-}
-
-std::atomic<int> forced{-1};  // index into the registry; -1 = the fastest
-
-const Variant& variant() {
-  const int f = forced.load(std::memory_order_relaxed);
-  return registry().all[f < 0 ? 0 : f];
+    add(Variant{diff_masks_portable, "portable"});
+  });
+  return s;
 }
 
 }  // namespace
 
 const char* diff_masks_isa() {
-  return variant().isa;
+  return selector().isa();
 }
 
 bool diff_masks_supported(const char* isa) {
-  if (!isa) return false;
-  const Registry& r = registry();
-  for (int i = 0; i < r.n; ++i)
-    if (std::strcmp(r.all[i].isa, isa) == 0) return true;
-  return false;
+  return selector().supported(isa);
 }
 
 bool diff_masks_force(const char* isa) {
-  const Registry& r = registry();
-  if (!isa) {
-    forced.store(-1);
-    return true;
-  }
-  for (int i = 0; i < r.n; ++i)
-    if (std::strcmp(r.all[i].isa, isa) == 0) {
-      forced.store(i);
-      return true;
-    }
-  return false;
+  return selector().force(isa);
 }
 
 uint64_t diff_masks(const uint8_t* a, const uint8_t* b, size_t n, size_t width, uint64_t* masks) {
-  return variant().fn(a, b, n, width, masks);
+  return selector().current().fn(a, b, n, width, masks);
 }
 
 }  // namespace pulse::kernels

@@ -1,22 +1,12 @@
 #include "kernels/loco_gate.h"
 
-#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/bf16.h"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define PULSE_GATE_X86 1
-// GCC 12's AVX-512 headers seed the pass-through operand of unmasked intrinsics with a self-initialized
-// "undefined" vector, which -Wmaybe-uninitialized reports at every inlined use; not a bug of this file.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/cpu_features.h"
+#include "kernels/x86_simd.h"
 
 namespace pulse::kernels {
 
@@ -74,9 +64,12 @@ LocoGateResult gate_portable_impl(const float* g, const float* l, float* r, size
   return res;
 }
 
-#ifdef PULSE_GATE_X86
+#ifdef PULSE_KERNELS_X86
 #define PULSE_GATE_AVX512 __attribute__((target("avx512f,popcnt")))
 #define PULSE_GATE_AVX2 __attribute__((target("avx2,popcnt")))
+/// What PULSE_GATE_AVX512 / PULSE_GATE_AVX2 assume of the CPU.
+constexpr CpuFeatures kNeedsAvx512 = kCpuAvx512F | kCpuPopcnt;
+constexpr CpuFeatures kNeedsAvx2 = kCpuAvx2 | kCpuPopcnt;
 
 // ---- AVX-512: 16 lanes, fired lanes packed with vpcompressd/vcompressps in registers -------------------
 
@@ -219,43 +212,25 @@ PULSE_GATE_AVX2 LocoGateResult gate_avx2(const float* g, const float* l, float* 
   return res;
 }
 
-#endif  // PULSE_GATE_X86
+#endif  // PULSE_KERNELS_X86
 
 // ---- dispatch ----------------------------------------------------------------------------------------
 
 using GateFn = LocoGateResult (*)(const float*, const float*, float*, size_t, bool, uint32_t*, float*,
                                   uint32_t);
 
-struct Variant {
-  GateFn fn;
-  const char* isa;
-};
+using Variant = KernelVariant<GateFn>;
 
-/// The variants this CPU can run, fastest first (portable last).
-struct Registry {
-  Variant all[3] = {};
-  int n = 0;
-  Registry() {
-#ifdef PULSE_GATE_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("popcnt"))
-      all[n++] = {gate_avx512, "avx512"};
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt")) all[n++] = {gate_avx2, "avx2"};
+/// The variants this CPU can run, fastest first (portable last), and the forced one.
+VariantSelector<Variant, 3>& selector() {
+  static VariantSelector<Variant, 3> s([](auto add) {
+#ifdef PULSE_KERNELS_X86
+    if (cpu_has(kNeedsAvx512)) add(Variant{gate_avx512, "avx512"});
+    if (cpu_has(kNeedsAvx2)) add(Variant{gate_avx2, "avx2"});
 #endif
-    all[n++] = {gate_portable_impl, "portable"};
-  }
-};
-
-const Registry& registry() {
-  static const Registry r;
-  return r;
-}
-
-std::atomic<int> forced{-1};  // index into the registry; -1 = the fastest
-
-const Variant& variant() {
-  const int f = forced.load(std::memory_order_relaxed);
-  return registry().all[f < 0 ? 0 : f];
+    add(Variant{gate_portable_impl, "portable"});
+  });
+  return s;
 }
 
 void check_index_range(size_t n, uint32_t index_base) {
@@ -269,7 +244,7 @@ void check_index_range(size_t n, uint32_t index_base) {
 LocoGateResult loco_gate(const float* global, const float* local, float* residual, size_t n, bool gate_open,
                          uint32_t* fired_index, float* fired_value, uint32_t index_base) {
   check_index_range(n, index_base);
-  return variant().fn(global, local, residual, n, gate_open, fired_index, fired_value, index_base);
+  return selector().current().fn(global, local, residual, n, gate_open, fired_index, fired_value, index_base);
 }
 
 LocoGateResult loco_gate_portable(const float* global, const float* local, float* residual, size_t n,
@@ -280,29 +255,15 @@ LocoGateResult loco_gate_portable(const float* global, const float* local, float
 }
 
 const char* loco_gate_isa() {
-  return variant().isa;
+  return selector().isa();
 }
 
 bool loco_gate_supported(const char* isa) {
-  if (!isa) return false;
-  const Registry& r = registry();
-  for (int i = 0; i < r.n; ++i)
-    if (std::strcmp(r.all[i].isa, isa) == 0) return true;
-  return false;
+  return selector().supported(isa);
 }
 
 bool loco_gate_force(const char* isa) {
-  const Registry& r = registry();
-  if (!isa) {
-    forced.store(-1);
-    return true;
-  }
-  for (int i = 0; i < r.n; ++i)
-    if (std::strcmp(r.all[i].isa, isa) == 0) {
-      forced.store(i);
-      return true;
-    }
-  return false;
+  return selector().force(isa);
 }
 
 }  // namespace pulse::kernels
