@@ -146,12 +146,16 @@ bool write_plot_data(const std::string& dir, const std::vector<nlohmann::json>& 
   return all_changed_positive;
 }
 
+/// Plot size in CSS pixels: the SVGs' width/height attributes (gnuplot's `fixed` svg terminal) and viewBox.
+constexpr int kPlotWidth = 640, kPlotHeight = 360;
+
 /// The gnuplot script writing reward.svg, pass.svg, changed.svg and bytes.svg into `dir`.
 std::string plot_script(const std::string& dir, bool all_changed_positive) {
   std::string d = dir + "/";
-  std::string common =
-      "set terminal svg size 640,360 dynamic font 'sans,11' background rgb 'white'\n"
-      "set grid\nset key top left\nset xlabel 'GRPO step'\n";
+  std::string common = "set terminal svg size " + std::to_string(kPlotWidth) + "," +
+                       std::to_string(kPlotHeight) +
+                       " fixed font 'sans,11' background rgb 'white'\n"
+                       "set grid\nset key top left\nset xlabel 'GRPO step'\n";
   std::string script = common;
   script += "set output '" + d +
             "reward.svg'\nset title 'Reward (mean over the step rollouts)'\n"
@@ -160,14 +164,15 @@ std::string plot_script(const std::string& dir, bool all_changed_positive) {
             d +
             "metrics.dat' using 1:2 with linespoints lw 1 pt 7 ps 0.6 lc rgb '#08519c' title 'mean', "
             "'' using 1:7 with lines lw 3 lc rgb '#de2d26' title '5-step moving average'\n";
-  script +=
-      "set output '" + d +
-      "pass.svg'\nset title 'Pass@1 on the held-out split (greedy)'\n"
-      "unset xlabel\nset ylabel 'Pass@1'\nset yrange [0:1.05]\nset style fill solid 0.8\nset boxwidth 0.5\n"
-      "set xrange [-0.6:1.6]\nplot '" +
-      d +
-      "pass.dat' using 1:3:xtic(2) with boxes lc rgb '#31a354' notitle, "
-      "'' using 1:($3+0.04):(sprintf('%.3f',$3)) with labels notitle\n";
+  script += "set output '" + d +
+            // noenhanced: '@' is markup in gnuplot's enhanced text (it would print "Pass1").
+            "pass.svg'\nset title 'Pass@1 on the held-out split (greedy)' noenhanced\n"
+            "unset xlabel\nset ylabel 'Pass@1' noenhanced\nset yrange [0:1.05]\nset style fill solid "
+            "0.8\nset boxwidth 0.5\n"
+            "set xrange [-0.6:1.6]\nplot '" +
+            d +
+            "pass.dat' using 1:3:xtic(2) with boxes lc rgb '#31a354' notitle, "
+            "'' using 1:($3+0.04):(sprintf('%.3f',$3)) with labels notitle\n";
   script += "unset style\nset autoscale\nset xlabel 'GRPO step'\nunset xtics\nset xtics\n";
   script += "set output '" + d +
             "changed.svg'\nset title 'BF16 elements changed per step (fraction)'\n"
@@ -190,13 +195,20 @@ std::string plot_script(const std::string& dir, bool all_changed_positive) {
 std::string report_html(const std::string& run_dir, const std::vector<nlohmann::json>& rows,
                         const nlohmann::json& summary, const std::string& config_text,
                         const std::string& plot_dir) {
+  // Each plot gets a real size from CSS as well as from its width/height attributes: a flex item holding
+  // an SVG with only a viewBox collapses to 0x0 in a browser. Narrow windows scale the plots down.
+  const std::string style =
+      "body{font-family:sans-serif;max-width:1340px;margin:2em auto;color:#222}"
+      "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}"
+      "th{background:#f4f4f4}.plots{display:flex;flex-wrap:wrap;gap:12px}"
+      ".plot{flex:0 1 auto;min-width:0}.plot svg{display:block;width:" +
+      std::to_string(kPlotWidth) +
+      "px;max-width:100%;height:auto}"
+      "pre{background:#f8f8f8;padding:1em;overflow:auto;font-size:12px}";
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>pulse run "
-       << html_escape(fs::path(run_dir).filename().string())
-       << "</title>\n<style>body{font-family:sans-serif;max-width:1340px;margin:2em auto;color:#222}"
-          "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}"
-          "th{background:#f4f4f4}.plots{display:flex;flex-wrap:wrap;gap:12px}"
-          "pre{background:#f8f8f8;padding:1em;overflow:auto;font-size:12px}</style></head><body>\n";
+       << html_escape(fs::path(run_dir).filename().string()) << "</title>\n<style>" << style
+       << "</style></head><body>\n";
   html << "<h1>pulse run: " << html_escape(run_dir) << "</h1>\n";
   html << "<p>GRPO with every weight update shipped to the inference workers as a PULSESync patch (only the "
           "BF16 "
@@ -213,7 +225,7 @@ std::string report_html(const std::string& run_dir, const std::vector<nlohmann::
   }
   html << "<h2>Plots</h2>\n<div class=\"plots\">\n";
   for (const char* name : {"reward", "pass", "changed", "bytes"})
-    html << "<div>" << svg_element(plot_dir + "/" + name + ".svg") << "</div>\n";
+    html << "<div class=\"plot\">" << svg_element(plot_dir + "/" + name + ".svg") << "</div>\n";
   html << "</div>\n";
   html << "<h2>Per step</h2>\n<table>\n<tr><th>step</th><th>reward mean</th><th>reward std</th><th>loss</th>"
           "<th>changed fraction</th><th>patch bytes</th><th>dense bytes</th><th>bit-identical</th></tr>\n";

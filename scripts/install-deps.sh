@@ -10,6 +10,7 @@ PACKAGES=(
   libzstd-dev zstd libxxhash-dev
   libcpp-httplib-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libspdlog-dev
   libpcre2-dev catch2 bubblewrap gnuplot-nox
+  chromium  # headless browser for the report.html layout test (tests/app/test_report_browser.cpp)
 )
 
 missing=()

@@ -19,7 +19,8 @@ namespace pulse::sync {
 
 namespace {
 
-// The safetensors reference implementation refuses headers above 100 MB; so do we.
+// The safetensors reference implementation refuses headers above 100 MB (100,000,000 bytes); pulse
+// refuses above 100 MiB, slightly more lenient, so that nothing the reference reads is refused here.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 std::runtime_error file_error(const std::string& path, const std::string& what) {
@@ -34,6 +35,48 @@ bool is_dir(const std::string& path) {
 bool is_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/// One tensor's byte range [begin, end) in the data section and its index in the tensor list.
+struct Span {
+  uint64_t begin, end;
+  size_t tensor;
+};
+
+/// "data bytes [a, b) (file offsets [A, B))": a data-section range and where it lies in the file.
+std::string data_range(uint64_t begin, uint64_t end, uint64_t data_start) {
+  return "data bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ") (file offsets [" +
+         std::to_string(data_start + begin) + ", " + std::to_string(data_start + end) + "))";
+}
+
+/// The layout policy (see SafetensorsFile): the tensors' ranges, sorted by (begin, end), must tile the
+/// data section exactly, with no overlap, no leading gap, no hole and no trailing bytes.
+void check_layout(const std::string& path, const std::vector<Span>& spans,
+                  const std::vector<TensorView>& tensors, uint64_t data_start, uint64_t data_bytes) {
+  uint64_t cursor = 0;  // end of the data covered so far
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span& s = spans[i];
+    const std::string& name = tensors[s.tensor].name;
+    if (s.begin < cursor)
+      throw file_error(path, "tensor '" + name + "' at data offset " + std::to_string(s.begin) +
+                                 " overlaps tensor '" + tensors[spans[i - 1].tensor].name + "' ending at " +
+                                 std::to_string(cursor));
+    if (s.begin > cursor && i == 0)
+      throw file_error(path, "leading gap: " + data_range(0, s.begin, data_start) +
+                                 " before the first tensor '" + name +
+                                 "' belong to no tensor (tensors must start at data offset 0)");
+    if (s.begin > cursor)
+      throw file_error(path, "hole: " + data_range(cursor, s.begin, data_start) + " between tensor '" +
+                                 tensors[spans[i - 1].tensor].name + "' and tensor '" + name +
+                                 "' belong to no tensor (tensors must be contiguous)");
+    cursor = s.end;
+  }
+  if (cursor < data_bytes)
+    throw file_error(
+        path, "trailing bytes: " + data_range(cursor, data_bytes, data_start) +
+                  (spans.empty() ? std::string(" in a file with no tensors")
+                                 : " after the last tensor '" + tensors[spans.back().tensor].name + "'") +
+                  " belong to no tensor (the file must end where the last tensor ends)");
 }
 
 }  // namespace
@@ -90,11 +133,14 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   uint64_t header_bytes = 0;
   for (int i = 0; i < 8; ++i) header_bytes |= static_cast<uint64_t>(bytes[i]) << (8 * i);
   if (header_bytes > kMaxHeaderBytes)
-    throw file_error(
-        path, "header length " + std::to_string(header_bytes) + " at offset 0 exceeds the 100 MB limit");
+    throw file_error(path, "header length " + std::to_string(header_bytes) + " at offset 0 exceeds the " +
+                               std::to_string(kMaxHeaderBytes) + "-byte (100 MiB) limit (file size " +
+                               std::to_string(file_bytes) + " bytes)");
   if (8 + header_bytes > file_bytes)
     throw file_error(path, "truncated: header length " + std::to_string(header_bytes) +
-                               " at offset 0 runs past the " + std::to_string(file_bytes) + "-byte file");
+                               " at offset 0 runs past the end of the file (file size " +
+                               std::to_string(file_bytes) + " bytes, at most " +
+                               std::to_string(file_bytes - 8) + " header bytes fit)");
   const uint64_t data_start = 8 + header_bytes;
   const uint64_t data_bytes = file_bytes - data_start;
 
@@ -126,10 +172,6 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   }
   if (!header.is_object()) throw file_error(path, "JSON header is not an object");
 
-  struct Span {
-    uint64_t begin, end;
-    size_t tensor;
-  };
   std::vector<Span> spans;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -192,12 +234,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  for (size_t i = 1; i < spans.size(); ++i)
-    if (spans[i].begin < spans[i - 1].end)
-      throw file_error(path, "tensor '" + impl->tensors[spans[i].tensor].name + "' at data offset " +
-                                 std::to_string(spans[i].begin) + " overlaps tensor '" +
-                                 impl->tensors[spans[i - 1].tensor].name + "' ending at " +
-                                 std::to_string(spans[i - 1].end));
+  check_layout(path, spans, impl->tensors, data_start, data_bytes);
   std::vector<TensorView> ordered;
   ordered.reserve(spans.size());
   for (const auto& s : spans) ordered.push_back(std::move(impl->tensors[s.tensor]));

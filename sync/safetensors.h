@@ -11,9 +11,27 @@
 namespace pulse::sync {
 
 /// One memory-mapped .safetensors file. The header is validated on open: length sane and within the
-/// file, JSON well formed, known dtypes, data_offsets in range, sized numel*dtype_size, non-overlapping.
-/// Errors throw std::runtime_error naming the file, tensor and byte offset. Move-only; views stay valid
-/// while the object lives.
+/// file, JSON well formed (no key twice), known dtypes, data_offsets in range and sized
+/// numel*dtype_size. Move-only; views stay valid while the object lives.
+///
+/// Header length (the first 8 bytes, little-endian): at most 100 MiB and at most file size - 8. A
+/// violation is an error that names both the length and the file size.
+///
+/// Layout policy (strict, as the reference implementation's `validate`): the tensors' byte ranges,
+/// sorted by offset, must tile the data section (the bytes after the header) exactly. Each of these is
+/// refused, never skipped or warned about:
+///  - overlap: two tensors share bytes;
+///  - leading gap: the first tensor does not start at data offset 0;
+///  - hole: bytes between one tensor's end and the next tensor's begin;
+///  - trailing bytes: bytes after the last tensor's end (or any data bytes in a file with no tensors).
+/// A gap can hide data that a reader ignores but another tool may not (or a truncated/concatenated
+/// file), so pulse reads only files whose every byte is accounted for; every file pulse writes, and
+/// every file written by the HF `safetensors` library, satisfies it. Zero-sized tensors ([x, x]) are
+/// allowed where they do not break the tiling. The padding spaces allowed at the end of the JSON
+/// header are part of the header, not of the data section.
+///
+/// Every error throws std::runtime_error naming the file and the offending tensor(s) and byte range
+/// (as data-section offsets and as absolute file offsets).
 class SafetensorsFile {
  public:
   static SafetensorsFile open(const std::string& path);

@@ -4,8 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -174,6 +175,120 @@ TEST_CASE("safetensors malformed headers are refused naming the file", "[sync][s
       CHECK_THROWS_AS(SafetensorsFile::open(path), std::runtime_error);
     }
   }
+}
+
+TEST_CASE("safetensors header-length errors name the length and the file size", "[sync][safetensors]") {
+  const std::string six(6, 'x');
+  // 8-byte length + 2-byte "{}" + 6 data bytes = 16 bytes.
+  const std::string huge = write_raw("huge_len.safetensors", R"({})", six, 1ull << 40);
+  require_refused(huge, "header length 1099511627776");
+  require_refused(huge, "file size 16 bytes");
+  const std::string past = write_raw("past_len.safetensors", R"({})", six, 100);
+  require_refused(past, "header length 100");
+  require_refused(past, "file size 16 bytes");
+  require_refused(past, "at most 8 header bytes fit");
+}
+
+TEST_CASE("safetensors layout policy: holes, leading gaps and trailing bytes are refused",
+          "[sync][safetensors]") {
+  const std::string six(6, 'x');
+  // The header below is 105 bytes, so data offset d is file offset 113 + d.
+  auto two = [](int a0, int a1, int b0, int b1) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  R"({"a":{"dtype":"U8","shape":[%d],"data_offsets":[%d,%d]},)"
+                  R"("b":{"dtype":"U8","shape":[%d],"data_offsets":[%d,%d]}})",
+                  a1 - a0, a0, a1, b1 - b0, b0, b1);
+    REQUIRE(std::strlen(buf) == 105);
+    return std::string(buf);
+  };
+  {  // a hole between two tensors: data bytes [2, 4)
+    const std::string path = write_raw("hole.safetensors", two(0, 2, 4, 6), six);
+    require_refused(path,
+                    "hole: data bytes [2, 4) (file offsets [115, 117)) between tensor 'a' and tensor 'b'");
+  }
+  {  // a hole found in offset order, whatever the header order
+    const std::string path = write_raw("hole_order.safetensors", two(3, 6, 0, 2), six);
+    require_refused(path,
+                    "hole: data bytes [2, 3) (file offsets [115, 116)) between tensor 'b' and tensor 'a'");
+  }
+  {  // a leading gap before the first tensor: data bytes [0, 1)
+    const std::string path = write_raw("lead.safetensors", two(1, 3, 3, 6), six);
+    require_refused(path,
+                    "leading gap: data bytes [0, 1) (file offsets [113, 114)) before the first tensor 'a'");
+  }
+  {  // trailing bytes after the last tensor: data bytes [5, 6)
+    const std::string path = write_raw("trail.safetensors", two(0, 2, 2, 5), six);
+    require_refused(path,
+                    "trailing bytes: data bytes [5, 6) (file offsets [118, 119)) after the last tensor 'b'");
+  }
+  {  // a file with no tensors but data bytes
+    const std::string path = write_raw("trail_empty.safetensors", R"({"__metadata__":{"k":"v"}})", six);
+    require_refused(path, "trailing bytes: data bytes [0, 6)");
+    require_refused(path, "no tensors");
+  }
+  {  // a real file with one extra byte appended
+    std::string bytes = read_file(sample("overall"));
+    const size_t end = bytes.size();
+    bytes += '\0';
+    const std::string path = temp_dir() + "/overall_plus1.safetensors";
+    write_file_atomic(path, bytes.data(), bytes.size());
+    require_refused(path, "trailing bytes");
+    require_refused(path, "file offsets [" + std::to_string(end) + ", " + std::to_string(end + 1) + "))");
+  }
+  // Accepted: contiguous in offset order whatever the header order, zero-sized tensors on the seams,
+  // a header padded with spaces, an empty file with no tensors.
+  CHECK(SafetensorsFile::open(write_raw("swapped.safetensors", two(3, 6, 0, 3), six)).tensors().size() == 2);
+  {
+    const std::string path = write_raw("zero.safetensors",
+                                       R"({"z0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                                       R"("a":{"dtype":"U8","shape":[6],"data_offsets":[0,6]},)"
+                                       R"("z6":{"dtype":"BF16","shape":[2,0],"data_offsets":[6,6]}})",
+                                       six);
+    auto f = SafetensorsFile::open(path);
+    REQUIRE(f.tensors().size() == 3);
+    CHECK(f.tensors()[0].name == "z0");
+    CHECK(f.tensors()[2].name == "z6");
+  }
+  {  // a zero-sized tensor inside another one is an overlap
+    const std::string path = write_raw("zero_inside.safetensors",
+                                       R"({"a":{"dtype":"U8","shape":[6],"data_offsets":[0,6]},)"
+                                       R"("z":{"dtype":"U8","shape":[0],"data_offsets":[3,3]}})",
+                                       six);
+    require_refused(path, "tensor 'z' at data offset 3 overlaps tensor 'a' ending at 6");
+  }
+  CHECK(SafetensorsFile::open(write_raw("padded.safetensors",
+                                        R"({"a":{"dtype":"U8","shape":[6],"data_offsets":[0,6]}}    )", six))
+            .tensors()
+            .size() == 1);
+  CHECK(SafetensorsFile::open(write_raw("empty.safetensors", R"({})", "")).tensors().empty());
+}
+
+TEST_CASE("every real safetensors file under ../shared/models loads and tiles its data exactly",
+          "[sync][safetensors]") {
+  namespace fs = std::filesystem;
+  const std::string root = pulse::test::shared_path("models");
+  REQUIRE(fs::is_directory(root));
+  size_t files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".safetensors") continue;
+    const std::string path = entry.path().string();
+    INFO(path);
+    auto f = SafetensorsFile::open(path);
+    // The policy leaves no byte unaccounted for: header + the tensors' bytes = the file.
+    const std::string bytes = read_file(path);
+    uint64_t header = 0;
+    for (int i = 0; i < 8; ++i) header |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+    uint64_t data = 0;
+    for (const auto& t : f.tensors()) data += t.nbytes;
+    CHECK(8 + header + data == bytes.size());
+    ++files;
+  }
+  // safetensors-samples (10 files) and stories260k/model.safetensors at least.
+  CHECK(files >= 11);
+  CHECK(SafetensorsFile::open(pulse::test::shared_path("models/stories260k/model.safetensors"))
+            .tensors()
+            .size() > 0);
 }
 
 TEST_CASE("checkpoint folders: single file and sharded index", "[sync][safetensors]") {
