@@ -32,9 +32,12 @@ ProblemSets load_problems(const Config& config) {
   auto load_file = [&](const std::string& path) -> std::vector<rl::Problem> {
     if (!fs::exists(path))
       throw std::runtime_error("data: file '" + path + "' not found (key data.path / data.eval_path)");
-    if (d.task == "math") return datasets::load_math_jsonl(path);
     if (d.task == "mbpp") return datasets::load_mbpp_jsonl(path);
-    return datasets::load_gsm8k_jsonl(path);
+    datasets::LoadReport report;  // data errors: skipped with a warning (datasets/loaders.h LoadReport)
+    auto problems = d.task == "math" ? datasets::load_math_jsonl(path, &report)
+                                     : datasets::load_gsm8k_jsonl(path, &report);
+    if (report.data_errors > 0) spdlog::warn("data: {}", report.summary());
+    return problems;
   };
   std::vector<rl::Problem> all;
   if (d.task == "synthetic_math") {

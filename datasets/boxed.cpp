@@ -11,9 +11,13 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+bool escaped_brace(const std::string& text, size_t j) {
+  return text[j] == '\\' && j + 1 < text.size() && (text[j + 1] == '{' || text[j + 1] == '}');
+}
+
 }  // namespace
 
-std::optional<std::string> extract_boxed(const std::string& text) {
+BoxedAnswer find_boxed(const std::string& text) {
   size_t boxed = text.rfind("\\boxed"), fbox = text.rfind("\\fbox");
   size_t idx;
   size_t len;
@@ -24,29 +28,69 @@ std::optional<std::string> extract_boxed(const std::string& text) {
     idx = fbox;
     len = 5;
   } else {
-    return std::nullopt;
+    return {BoxedStatus::NoBox, "", false};
   }
   size_t i = idx + len;
   if (i < text.size() && text[i] == '{') {
     int depth = 0;
     for (size_t j = i; j < text.size(); ++j) {
-      if (text[j] == '\\' && j + 1 < text.size() && (text[j + 1] == '{' || text[j + 1] == '}')) {
+      if (escaped_brace(text, j)) {
         ++j;
         continue;
       }
       if (text[j] == '{') ++depth;
-      if (text[j] == '}' && --depth == 0) return text.substr(i + 1, j - i - 1);
+      if (text[j] == '}' && --depth == 0) {
+        std::string content = text.substr(i + 1, j - i - 1);
+        return {trim(content).empty() ? BoxedStatus::Empty : BoxedStatus::Found, content, true};
+      }
     }
-    return std::nullopt;  // unclosed
+    return {BoxedStatus::Unclosed, "", true};
   }
   if (i < text.size() && (text[i] == ' ' || text[i] == '\t')) {  // "\boxed 5"
     size_t end = text.find_first_of("$\n", i);
     std::string v = trim(text.substr(i, end == std::string::npos ? std::string::npos : end - i));
     while (!v.empty() && (v.back() == '.' || v.back() == ',')) v.pop_back();
-    if (v.empty()) return std::nullopt;
-    return v;
+    if (v.empty()) return {BoxedStatus::Empty, "", false};
+    return {BoxedStatus::Found, v, false};
   }
+  return {BoxedStatus::NoArgument, "", false};
+}
+
+const char* boxed_status_reason(BoxedStatus status) {
+  switch (status) {
+    case BoxedStatus::Found:
+      return "boxed answer found";
+    case BoxedStatus::Empty:
+      return "empty \\boxed{}";
+    case BoxedStatus::Unclosed:
+      return "unclosed \\boxed{";
+    case BoxedStatus::NoArgument:
+      return "\\boxed with no argument";
+    case BoxedStatus::NoBox:
+      return "no \\boxed{}";
+  }
+  return "unknown box status";
+}
+
+std::optional<std::string> extract_boxed(const std::string& text) {
+  BoxedAnswer b = find_boxed(text);
+  if (b.status == BoxedStatus::Found) return b.content;
+  // An empty braced box is its text (grade_math: "empty_answer"); an empty "\boxed " is none.
+  if (b.status == BoxedStatus::Empty && b.braced) return b.content;
   return std::nullopt;
+}
+
+bool braces_balanced(const std::string& text) {
+  int depth = 0;
+  for (size_t j = 0; j < text.size(); ++j) {
+    if (escaped_brace(text, j)) {
+      ++j;
+      continue;
+    }
+    if (text[j] == '{') ++depth;
+    if (text[j] == '}' && --depth < 0) return false;
+  }
+  return depth == 0;
 }
 
 }  // namespace pulse::datasets

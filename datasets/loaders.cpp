@@ -20,8 +20,16 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// A record whose gold cannot be extracted (a data error, LoadReport), as opposed to a broken record.
+struct DataError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Calls `fn(record, line_number)` for every non-blank line; wraps any error with "<path>:<line>: ".
-void for_each_record(const std::string& path, const std::function<void(const json&, size_t)>& fn) {
+// With a `report`, lines are counted there and a DataError is counted as a data error (the next line is
+// then read) unless `throw_data_errors`.
+void for_each_record(const std::string& path, const std::function<void(const json&, size_t)>& fn,
+                     LoadReport* report = nullptr, bool throw_data_errors = true) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open dataset file");
   std::string line;
@@ -30,14 +38,41 @@ void for_each_record(const std::string& path, const std::function<void(const jso
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (report) ++report->records;
     try {
       json rec = json::parse(line);
       if (!rec.is_object()) throw std::runtime_error("record is not a JSON object");
       fn(rec, line_no);
+    } catch (const DataError& e) {
+      if (!report || throw_data_errors)
+        throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
+      report->add_data_error(line_no, e.what());
     } catch (const std::exception& e) {
       throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
     }
   }
+}
+
+// Loads a file whose records may be data errors: `parse` returns the record's Problem or throws
+// DataError. Fills `*report` (nullptr: the first data error throws); throws when no record is usable.
+std::vector<Problem> load_with_report(const std::string& path, LoadReport* report,
+                                      const std::function<Problem(const json&, size_t)>& parse) {
+  LoadReport counts;
+  counts.path = path;
+  std::vector<Problem> out;
+  for_each_record(
+      path, [&](const json& rec, size_t line) { out.push_back(parse(rec, line)); }, &counts,
+      report == nullptr);
+  counts.loaded = out.size();
+  if (out.empty()) {
+    std::string why = counts.records == 0
+                          ? "the file has no records"
+                          : std::to_string(counts.data_errors) + " of " + std::to_string(counts.records) +
+                                " records are data errors; first: " + counts.examples.front();
+    throw std::runtime_error(path + ": no valid problems (" + why + ")");
+  }
+  if (report) *report = std::move(counts);
+  return out;
 }
 
 std::string required_string(const json& rec, const char* field) {
@@ -78,6 +113,24 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\n\r") - b + 1);
 }
 
+// A MATH record's gold: its `answer` when non-blank (checked: balanced braces, any \boxed in it closed
+// and non-empty), else the last box of its solution. Throws DataError naming what is missing.
+std::string math_gold(const std::string& answer, const std::string& solution) {
+  if (!trim(answer).empty()) {
+    if (!braces_balanced(answer)) throw DataError("field \"answer\" has unbalanced braces");
+    if (answer.find("\\boxed") != std::string::npos || answer.find("\\fbox") != std::string::npos) {
+      BoxedAnswer b = find_boxed(answer);
+      if (b.status != BoxedStatus::Found)
+        throw DataError(std::string("field \"answer\": ") + boxed_status_reason(b.status));
+    }
+    return answer;
+  }
+  BoxedAnswer b = find_boxed(solution);
+  if (b.status == BoxedStatus::Found) return b.content;
+  throw DataError(std::string("no reference answer (no \"answer\" field; solution: ") +
+                  boxed_status_reason(b.status) + ")");
+}
+
 }  // namespace
 
 std::string mbpp_prompt(const std::string& text, const std::vector<std::string>& tests) {
@@ -86,28 +139,32 @@ std::string mbpp_prompt(const std::string& text, const std::vector<std::string>&
   return p;
 }
 
-std::vector<Problem> load_math_jsonl(const std::string& path) {
-  std::vector<Problem> out;
+void LoadReport::add_data_error(size_t line, const std::string& reason) {
+  ++data_errors;
+  if (examples.size() < kMaxExamples) examples.push_back(path + ":" + std::to_string(line) + ": " + reason);
+}
+
+std::string LoadReport::summary() const {
+  if (data_errors == 0) return path + ": " + std::to_string(records) + " records, no data errors";
+  return path + ": " + std::to_string(data_errors) + " of " + std::to_string(records) +
+         " records are data errors (skipped, no usable reference answer); first: " + examples.front();
+}
+
+std::vector<Problem> load_math_jsonl(const std::string& path, LoadReport* report) {
   std::string file = base_name(path);
-  for_each_record(path, [&](const json& rec, size_t line) {
+  return load_with_report(path, report, [&](const json& rec, size_t line) {
     Problem p;
     p.kind = TaskKind::Math;
     p.question = required_string(rec, "problem");
     p.solution = required_string(rec, "solution");
-    p.answer = optional_string(rec, "answer");
-    if (trim(p.answer).empty()) {
-      auto boxed = extract_boxed(p.solution);
-      if (!boxed || trim(*boxed).empty()) return;  // no reference answer anywhere: not gradeable
-      p.answer = *boxed;
-    }
+    p.answer = math_gold(optional_string(rec, "answer"), p.solution);
     p.subject = optional_string(rec, "subject");
     if (p.subject.empty()) p.subject = optional_string(rec, "type");
     p.level = parse_level(rec);
     p.id = optional_string(rec, "unique_id");
     if (p.id.empty()) p.id = file + ":" + std::to_string(line);
-    out.push_back(std::move(p));
+    return p;
   });
-  return out;
 }
 
 std::vector<Problem> load_mbpp_jsonl(const std::string& path) {
@@ -135,26 +192,24 @@ std::vector<Problem> load_mbpp_jsonl(const std::string& path) {
   return out;
 }
 
-std::vector<Problem> load_gsm8k_jsonl(const std::string& path) {
-  std::vector<Problem> out;
+std::vector<Problem> load_gsm8k_jsonl(const std::string& path, LoadReport* report) {
   std::string file = base_name(path);
   static const std::regex calc(R"(<<[^>]*>>)");
-  for_each_record(path, [&](const json& rec, size_t line) {
+  return load_with_report(path, report, [&](const json& rec, size_t line) {
     Problem p;
     p.kind = TaskKind::Math;
     p.question = required_string(rec, "question");
     std::string answer = required_string(rec, "answer");
     size_t mark = answer.rfind("####");
-    if (mark == std::string::npos) throw std::runtime_error("field \"answer\" has no \"#### <number>\" line");
+    if (mark == std::string::npos) throw DataError("field \"answer\" has no \"#### <number>\" line");
     p.answer = strip_commas(trim(answer.substr(mark + 4)));
-    if (p.answer.empty()) throw std::runtime_error("field \"answer\" has an empty \"####\" answer");
+    if (p.answer.empty()) throw DataError("field \"answer\" has an empty \"####\" answer");
     std::string work = std::regex_replace(trim(answer.substr(0, mark)), calc, "");
     p.solution = work + "\n\\boxed{" + p.answer + "}";
     p.subject = "gsm8k";
     p.id = file + ":" + std::to_string(line);
-    out.push_back(std::move(p));
+    return p;
   });
-  return out;
 }
 
 }  // namespace pulse::datasets

@@ -110,6 +110,7 @@ bool element_equal(const std::string& x_raw, const std::string& y_raw) {
 struct Shape {
   enum Kind { Scalar, Bracketed, Collection, Union, Matrix } kind = Scalar;
   char open = 0, close = 0;
+  bool bare_list = false;                      // Collection written "a, b" (no \{\}, no \pm): may be ordered
   std::vector<std::string> items;              // Scalar: one; Bracketed/Collection/Union: elements
   std::vector<std::vector<std::string>> rows;  // Matrix
 };
@@ -174,6 +175,7 @@ Shape shape_of(const std::string& s) {
   sh.items = split_top(s, ",");
   bool expanded = expand_pm(sh.items);
   sh.kind = (sh.items.size() > 1 || expanded) ? Shape::Collection : Shape::Scalar;
+  sh.bare_list = sh.kind == Shape::Collection && !expanded;
   return sh;
 }
 
@@ -206,7 +208,21 @@ bool multiset_equal(const std::vector<std::string>& a, const std::vector<std::st
 
 bool structured_equal(const std::string& a, const std::string& b, int depth);
 
+// The response's tuple "(a, b)" against a reference written as the bare list "a, b": element by element,
+// in order (the reference may be an ordered pair written without parentheses; a reordered tuple is
+// wrong). Only parentheses: "[a, b)" claims an interval, which a bare list does not say.
+bool tuple_matches_bare_list(const Shape& response, const Shape& reference, int depth) {
+  if (response.kind != Shape::Bracketed || response.open != '(' || response.close != ')') return false;
+  if (reference.kind != Shape::Collection || !reference.bare_list) return false;
+  if (response.items.size() != reference.items.size()) return false;
+  for (size_t i = 0; i < response.items.size(); ++i)
+    if (!structured_equal(response.items[i], reference.items[i], depth + 1)) return false;
+  return true;
+}
+
+// x is the response's shape, y the reference's (the only asymmetric rule is tuple_matches_bare_list).
 bool shapes_equal(const Shape& x, const Shape& y, int depth) {
+  if (tuple_matches_bare_list(x, y, depth)) return true;
   if (x.kind != y.kind) return false;
   switch (x.kind) {
     case Shape::Scalar:
@@ -294,13 +310,37 @@ std::vector<std::string> prm_split_tuple(const std::string& raw) {
   return {expr};
 }
 
+// pulse's one addition to PRM800K: a given tuple "(a,b)" against a ground truth written as the bare
+// list "a,b" takes the ground truth's top-level comma parts as its elements, so they are compared in
+// order by the per-element rules below. `written` is the ground truth as written (mathd_normalize): a
+// set "\{a,b\}" (which prm_normalize turns into "a,b") or any bracketed form is not a bare list.
+// Empty parts: no split.
+std::vector<std::string> prm_bare_list_elems(const std::string& written, const std::string& gt) {
+  if (written.empty() || is_open(written.front()) || is_close(written.back()) ||
+      starts_with(written, "\\{") || ends_with(written, "\\}"))
+    return {};
+  std::string expr = prm_strip_properly_formatted_commas(gt);
+  if (expr.empty() || is_open(expr.front()) || is_close(expr.back())) return {};
+  std::vector<std::string> elems;
+  for (auto& e : split_top(expr, ",")) {
+    elems.push_back(trim(e));
+    if (elems.back().empty()) return {};
+  }
+  return elems.size() > 1 ? elems : std::vector<std::string>{};
+}
+
 bool prm800k_equal(const std::string& given, const std::string& ground_truth) {
   if (mathd_normalize(ground_truth) == mathd_normalize(given)) return true;
   std::string gt = prm_normalize(ground_truth), an = prm_normalize(given);
   if (gt == an) return true;
   if (an.empty()) return false;
   auto gt_elems = prm_split_tuple(gt), an_elems = prm_split_tuple(an);
-  if (gt_elems.size() > 1 && (gt.front() != an.front() || gt.back() != an.back())) return false;
+  if (gt_elems.size() == 1 && an_elems.size() > 1 && an.front() == '(' && an.back() == ')') {
+    auto bare = prm_bare_list_elems(mathd_normalize(ground_truth), gt);
+    if (!bare.empty()) gt_elems = bare;
+  } else if (gt_elems.size() > 1 && (gt.front() != an.front() || gt.back() != an.back())) {
+    return false;
+  }
   if (gt_elems.size() != an_elems.size()) return false;
   for (size_t i = 0; i < gt_elems.size(); ++i) {
     const std::string &g = gt_elems[i], &a = an_elems[i];

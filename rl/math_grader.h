@@ -7,9 +7,16 @@
 //   3. structure: tuples "(a,b)" and intervals "[a,b)" element by element with the same brackets;
 //      sets "\{a,b\}" and bare lists "a, b" as multisets; unions "A \cup B" part by part (any order);
 //      pmatrix/bmatrix entry by entry; "a \pm b" as the list {a+b, a-b}; equations "L = R" by L-R.
+//      A response tuple "(a, b)" against a reference bare list "a,b" (comma-separated gold) compares
+//      element by element in order: "(3, 7)" == gold "3,7", "(7, 3)" != gold "3,7". This rule is
+//      one-way and for parentheses only: a bare "3,7" does not match the gold "(3,7)" (which may be an
+//      open interval), and "[3,7]" / "[1,2)" do not match a bare gold (it does not say which ends are
+//      closed). Intervals match the same interval only (same brackets, same ends, any spelling).
 // Strict mode follows PRM800K's grade_answer (openai/prm800k grading/grader.py): equal when
 // math_normalize strings match or PRM _normalize strings match; otherwise split tuples/intervals (brackets
-// must match), and per element: two a/b fractions must match as strings (unreduced != reduced),
+// must match; pulse's one addition: a given "(a,b)" against a ground truth written as the bare list
+// "a,b", not "\{a,b\}", splits the ground truth at its top-level commas, as in lenient mode), and per
+// element: two a/b fractions must match as strings (unreduced != reduced),
 // integer-vs-non-integer is unequal, else "sympy.simplify(gt - given) == 0" under should_allow_eval
 // (<= 2 unknown letters, no "^{", "^(", "^n^", "^nn"). What differs from the Python original:
 //   - sympy.simplify is replaced by exact equality of parse_math_value (plain-text mode): it proves
@@ -30,8 +37,9 @@ namespace pulse::rl {
 /// The last \boxed{} answer of a text (datasets/boxed.h).
 using datasets::extract_boxed;
 
-/// True when two answer strings denote the same answer (see the tiers above). Strings over 1000
-/// characters are unequal (std::regex would overflow the stack on them). Never throws.
+/// True when the answer `a` (a response's) denotes the same answer as the reference `b` (see the tiers
+/// above; all rules are symmetric except the tuple-vs-bare-list one). Strings over 1000 characters are
+/// unequal (std::regex would overflow the stack on them). Never throws.
 bool math_equal(const std::string& a, const std::string& b, bool strict = false);
 
 /// Grades a model response against the reference answer: score 1 when extract_boxed(response) is
