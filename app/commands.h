@@ -19,6 +19,9 @@ void register_loco_bench(CLI::App& bench);
 /// `pulse reward math|mbpp` (app/cmd_reward.cpp).
 void register_reward_commands(CLI::App& root);
 
+/// `pulse generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) ...` (app/cmd_generate.cpp).
+void register_generate_command(CLI::App& root);
+
 /// Exit code a subcommand's callback asks for; thrown as pulse::app::Exit{code}.
 struct Exit {
   int code = 0;
