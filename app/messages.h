@@ -118,8 +118,13 @@ template <typename T>
 T parse_message(const nlohmann::json& j, const std::string& what) {
   try {
     return j.get<T>();
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const MessageError& e) {  // a field's problem: prefix the message it belongs to
     throw MessageError(what + ": " + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // Plain words: drop nlohmann's "[json.exception.type_error.302] " prefix.
+    const std::string text = e.what();
+    const auto close = text.find("] ");
+    throw MessageError(what + ": " + (close == std::string::npos ? text : text.substr(close + 2)));
   }
 }
 template <typename T>

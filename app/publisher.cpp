@@ -1,13 +1,74 @@
 #include "app/publisher.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <stdexcept>
 
 #include "sync/patch.h"
 
 namespace fs = std::filesystem;
 
 namespace pulse::app {
+namespace {
+
+/// Index of the first element of `n` whose bits (UInt: uint16_t or uint32_t) have every exponent bit set
+/// (Inf or NaN), or -1. Branch-free over blocks so that the common all-finite case vectorizes.
+template <typename UInt>
+int64_t first_all_ones_exponent(const uint8_t* data, size_t n, UInt exponent) {
+  constexpr size_t kBlock = 4096;
+  for (size_t start = 0; start < n; start += kBlock) {
+    const size_t end = std::min(n, start + kBlock);
+    UInt hit = 0;
+    for (size_t i = start; i < end; ++i) {
+      UInt x;
+      std::memcpy(&x, data + i * sizeof(UInt), sizeof(UInt));  // views may be unaligned (mmap)
+      hit |= static_cast<UInt>((x & exponent) == exponent);
+    }
+    if (hit == 0) continue;
+    for (size_t i = start; i < end; ++i) {
+      UInt x;
+      std::memcpy(&x, data + i * sizeof(UInt), sizeof(UInt));
+      if ((x & exponent) == exponent) return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+/// Throws the refusal for element `i` of `v`, whose bits are `bits` and mantissa mask `mantissa`.
+[[noreturn]] void refuse(const std::string& what, const sync::TensorView& v, int64_t i, uint64_t bits,
+                         uint64_t mantissa, uint64_t sign) {
+  const char* kind = (bits & mantissa) != 0 ? "NaN" : (bits & sign) != 0 ? "-Inf" : "+Inf";
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(bits));
+  throw std::runtime_error(what + ": tensor '" + v.name + "' element " + std::to_string(i) + " is " + kind +
+                           " (" + std::string(sync::dtype_name(v.dtype)) + " bits " + hex +
+                           "); non-finite weights are never published");
+}
+
+}  // namespace
+
+void require_finite_weights(const std::vector<sync::TensorView>& weights, const std::string& what) {
+  for (const auto& v : weights) {
+    if (v.dtype == sync::DType::BF16 || v.dtype == sync::DType::F16) {
+      const bool bf16 = v.dtype == sync::DType::BF16;
+      const uint16_t exponent = bf16 ? 0x7F80 : 0x7C00;
+      const int64_t i = first_all_ones_exponent<uint16_t>(v.data, v.nbytes / 2, exponent);
+      if (i < 0) continue;
+      uint16_t bits;
+      std::memcpy(&bits, v.data + 2 * static_cast<size_t>(i), 2);
+      refuse(what, v, i, bits, bf16 ? 0x007F : 0x03FF, 0x8000);
+    } else if (v.dtype == sync::DType::F32) {
+      const int64_t i = first_all_ones_exponent<uint32_t>(v.data, v.nbytes / 4, 0x7F800000u);
+      if (i < 0) continue;
+      uint32_t bits;
+      std::memcpy(&bits, v.data + 4 * static_cast<size_t>(i), 4);
+      refuse(what, v, i, bits, 0x007FFFFFu, 0x80000000u);
+    }
+  }
+}
 
 Publisher::Publisher(const Config& config, const std::string& run_dir, const std::string& token,
                      uint64_t first_version, const std::vector<sync::TensorView>& weights)
@@ -18,6 +79,7 @@ Publisher::Publisher(const Config& config, const std::string& run_dir, const std
     fs::remove_all(store_dir);
     fs::create_directories(store_dir);
   }
+  require_finite_weights(weights, "publish version " + std::to_string(first_version));
   store_ = std::make_unique<sync::VersionStore>(store_dir, config.sync.retention, config.sync.patch);
   store_->publish(first_version, weights);
   // transport.kind = fs: every patch (and anchor) is also written to a shared folder, temp name + fsync +
@@ -58,6 +120,7 @@ void Publisher::stop() {
 }
 
 uint64_t Publisher::publish_global(uint64_t round, const std::vector<sync::TensorView>& weights) {
+  require_finite_weights(weights, "publish global round " + std::to_string(round));
   if (!global_store_) {
     global_store_ = std::make_unique<sync::VersionStore>("", config_.sync.retention, config_.sync.patch);
     global_store_->publish(round, weights);
@@ -75,6 +138,7 @@ uint64_t Publisher::publish_global(uint64_t round, const std::vector<sync::Tenso
 
 PublishStats Publisher::publish(uint64_t version, const std::vector<sync::TensorView>& weights) {
   auto t0 = std::chrono::steady_clock::now();
+  require_finite_weights(weights, "publish version " + std::to_string(version));
   sync::Blob blob = store_->publish(version, weights);
   if (fs_) {
     fs_->publish(version - 1, version, *blob);

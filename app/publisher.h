@@ -23,18 +23,28 @@ struct PublishStats {
   double encode_ms = 0;  ///< encode + store (+ fs write)
 };
 
+/// The publisher's backstop against shipping NaN/Inf (the optimizer refuses non-finite steps, so this
+/// should never fire): throws std::runtime_error "<what>: tensor 'NAME' element 1234 is NaN (BF16 bits
+/// 0x7fc0); non-finite weights are never published" for the first element of a BF16, F16 or F32 view
+/// whose exponent bits are all ones. Other dtypes are not floating point and pass. One branch-free pass
+/// over the bit patterns (memory speed); the index search runs only on failure.
+void require_finite_weights(const std::vector<sync::TensorView>& weights, const std::string& what);
+
 /// Not thread-safe (one trainer thread publishes); the servers it starts are.
 class Publisher {
  public:
   /// Opens the store (in memory, or <run_dir>/sync with sync.store_on_disk), publishes `first_version` of
   /// `weights` (an anchor), starts the patch server on transport.host with `token`, and with
   /// transport.kind = fs clears stale versions from the folder and writes the first anchor there.
+  /// Every publish (here, publish(), publish_global()) first runs require_finite_weights and throws
+  /// before anything is stored or served when a weight is NaN/Inf.
   Publisher(const Config& config, const std::string& run_dir, const std::string& token,
             uint64_t first_version, const std::vector<sync::TensorView>& weights);
   ~Publisher();
 
   /// Publishes `version` (> the previous one): the patch from the previous version, an anchor every
-  /// sync.anchor_every versions. Throws what sync::VersionStore::publish throws.
+  /// sync.anchor_every versions. Throws what sync::VersionStore::publish throws, and std::runtime_error
+  /// naming the tensor and element when a weight is NaN/Inf (nothing is published then).
   PublishStats publish(uint64_t version, const std::vector<sync::TensorView>& weights);
 
   /// Multi-trainer runs, rank 0: a second stream holding only the global weights after each outer round

@@ -19,6 +19,11 @@ struct StepRecord {
   double tokens_per_s = 0;  ///< generation throughput of the slowest worker
   uint64_t changed = 0;     ///< BF16 elements the optimizer step changed
   double changed_fraction = 0;
+  /// The optimizer refused the step rather than write NaN/Inf into a master (rl::OptimizerStepStats
+  /// skipped): the weights stayed as they were, so the step's patch is empty.
+  bool refused_nonfinite = false;
+  std::string refused_reason = "none";  ///< rl::step_skip_name: none | nonfinite_gradient | nonfinite_update
+  int64_t refused_nonfinite_steps = 0;  ///< refused steps in the run so far, this one included
   // PULSESync (app/publisher.h PublishStats)
   uint64_t patch_changed = 0, patch_bytes = 0, patch_index_bytes_raw = 0, patch_value_bytes_raw = 0;
   uint64_t patch_payload_raw_bytes = 0, patch_payload_compressed_bytes = 0, dense_bytes = 0;

@@ -240,6 +240,7 @@ void Trainer::resume(int64_t checkpoint_step) {
   auto rows = MetricsLog::read(metrics_path);
   prior_wall_ =
       rows.empty() ? run_state_.value("wall_seconds_before_grpo", 0.0) : rows.back().value("elapsed_s", 0.0);
+  refused_steps_ = rows.empty() ? 0 : rows.back().value("refused_nonfinite_steps", int64_t{0});
   spdlog::info("resuming from checkpoint step {} ({} metrics rows kept)", start_step_, rows.size());
 }
 
@@ -389,6 +390,14 @@ StepRecord Trainer::train_on(int64_t s, const StepRollouts& cur) {
   r.tokens_per_s = cur.generate_ms > 0 ? static_cast<double>(cur.tokens) / (cur.generate_ms / 1000.0) : 0.0;
   r.changed = gs.bf16_changed;
   r.changed_fraction = static_cast<double>(gs.bf16_changed) / elements;
+  if (gs.skipped) {  // nothing non-finite is published: the weights (and so the patch) did not move
+    ++refused_steps_;
+    r.refused_nonfinite = true;
+    spdlog::warn("step {}: optimizer step refused ({}): {}; weights unchanged ({} refused so far)", s,
+                 rl::step_skip_name(gs.skip_reason), gs.skip_detail, refused_steps_);
+  }
+  r.refused_reason = rl::step_skip_name(gs.skip_reason);
+  r.refused_nonfinite_steps = refused_steps_;
   r.generate_ms = cur.generate_ms;
   return r;
 }

@@ -91,6 +91,7 @@ class Trainer {
   int64_t start_step_ = 0, resume_step_ = -1;
   uint64_t version_ = 0;  ///< weights version held by the trainer (published)
   uint64_t dense_bytes_ = 0;
+  int64_t refused_steps_ = 0;  ///< GRPO steps the optimizer refused (non-finite), across resumes
   nlohmann::json run_state_;
   nlohmann::json resume_pending_;  ///< rl.max_lag = 1: rollouts stored with the resumed checkpoint
   double prior_wall_ = 0;

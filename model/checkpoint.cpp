@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -45,6 +46,24 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+int64_t first_nonfinite(const at::Tensor& t) {
+  if (!t.is_floating_point() || t.numel() == 0) return -1;
+  if (torch::isfinite(t).all().item<bool>()) return -1;
+  // Failure path only: the first flat index of a non-finite element.
+  torch::Tensor bad = torch::isfinite(t.reshape({-1})).logical_not().nonzero();
+  return bad.numel() > 0 ? bad[0][0].item<int64_t>() : -1;
+}
+
+void require_finite(const at::Tensor& t, const std::string& file, const std::string& name,
+                    const std::string& context) {
+  const int64_t i = first_nonfinite(t);
+  if (i < 0) return;
+  const double v = t.reshape({-1})[i].item<double>();
+  const char* what = std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+  throw std::runtime_error(file + ": tensor '" + name + "' element " + std::to_string(i) + " is " + what +
+                           (context.empty() ? "" : " " + context));
+}
+
 void load_hf_weights(TransformerImpl& model, const std::string& path) {
   auto ckpt = sync::Checkpoint::open(path);
   auto params = model.named_parameters();
@@ -76,6 +95,12 @@ void load_hf_weights(TransformerImpl& model, const std::string& path) {
       throw std::runtime_error(path + ": tensor \"" + tv->name + "\" holds " + std::to_string(tv->nbytes) +
                                " bytes, expected " + std::to_string(src.nbytes()));
     std::memcpy(src.data_ptr(), tv->data, tv->nbytes);
+    require_finite(src, path, tv->name);
+    if (src.scalar_type() != p.value().scalar_type()) {  // a finite F32/F64 value may overflow BF16/F16
+      src = src.to(p.value().scalar_type());
+      require_finite(src, path, tv->name,
+                     std::string("after the cast to ") + c10::toString(p.value().scalar_type()));
+    }
     p.value().copy_(src);
   }
   if (!missing.empty() || !bad_shape.empty() || !unexpected.empty()) {

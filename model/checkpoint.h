@@ -12,8 +12,19 @@ namespace pulse::model {
 /// model's dtype and device. Every expected name must be present with the exact shape (the embedding's
 /// vocab_size rows may exceed what the tokenizer uses). Ignored: rotary "inv_freq" buffers and
 /// "lm_head.weight" when embeddings are tied. Throws std::runtime_error naming the path and listing
-/// missing, unexpected and mis-shaped tensors.
+/// missing, unexpected and mis-shaped tensors. A tensor holding NaN/Inf (in the file, or after the cast to
+/// the model's dtype, e.g. an F32 value beyond BF16's range) is refused before it is copied, with
+/// require_finite's message ("PATH: tensor 'NAME' element 1234 is NaN").
 void load_hf_weights(TransformerImpl& model, const std::string& path);
+
+/// Index (flat, row-major) of the first NaN/Inf element of `t` (any floating dtype, any device), or -1 when
+/// every element is finite. One isfinite-all reduction when all are finite; the index search runs only on
+/// failure.
+int64_t first_nonfinite(const at::Tensor& t);
+/// Throws std::runtime_error "FILE: tensor 'NAME' element 1234 is NaN" (or "is +Inf" / "is -Inf") for the
+/// first non-finite element of `t`, with `context` appended when not empty (" after the cast to BFloat16").
+void require_finite(const at::Tensor& t, const std::string& file, const std::string& name,
+                    const std::string& context = "");
 
 /// Writes `dir`/config.json and `dir`/model.safetensors (all parameters in BF16, HF names, metadata
 /// {"format": "pt"}), each atomically; creates `dir` if needed. The result opens with HF

@@ -176,6 +176,8 @@ GrpoStepStats grpo_step(model::TransformerImpl& policy, MasterAdam& opt, const s
   stats.bf16_changed = os.bf16_changed;
   stats.elements = os.elements;
   stats.skipped = os.skipped;
+  stats.skip_reason = os.skip_reason;
+  stats.skip_detail = os.skip_detail;
   return stats;
 }
 

@@ -25,11 +25,10 @@
 
 #include "model/generate.h"
 #include "model/transformer.h"
+#include "rl/optimizer.h"
 #include "rl/rollout.h"
 
 namespace pulse::rl {
-
-class MasterAdam;
 
 /// GRPO hyper-parameters (TOML table [grpo]).
 struct GrpoConfig {
@@ -121,7 +120,11 @@ struct GrpoStepStats {
   int64_t zero_variance_groups = 0;  ///< groups with identical rewards (advantage 0)
   int64_t truncated = 0;             ///< rollouts that hit max_new_tokens
   uint64_t bf16_changed = 0, elements = 0;
-  bool skipped = false;  ///< optimizer skipped the step (non-finite gradient)
+  /// The optimizer refused the step (OptimizerStepStats::skipped): a non-finite gradient norm or an update
+  /// that would make a master or moment NaN/Inf. The weights are what they were before the step.
+  bool skipped = false;
+  StepSkip skip_reason = StepSkip::None;
+  std::string skip_detail;  ///< OptimizerStepStats::skip_detail
 };
 
 /// One GRPO optimizer step over all rollouts: advantages from rewards (groups of consecutive rollouts with

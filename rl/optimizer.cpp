@@ -2,10 +2,13 @@
 #include "rl/optimizer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <unordered_set>
 
+#include "model/checkpoint.h"
 #include "model/transformer.h"
 #include "sync/safetensors.h"
 
@@ -118,6 +121,64 @@ uint64_t MasterAdam::cast_to_model() {
   return static_cast<uint64_t>(changed);
 }
 
+namespace {
+
+/// The hyper-parameters of one Adam(W) update, fixed for the step.
+struct AdamUpdate {
+  double beta1, beta2, eps, lr, weight_decay, bias_c1, bias_c2;
+  bool decoupled;
+};
+
+/// One Adam(W) update of a parameter's (master, exp_avg, exp_avg_sq) by its final gradient `g` (clipped,
+/// with Adam's L2 term already added). commit = false: into fresh scratch tensors, the state untouched;
+/// commit = true: in place. Both run the same operations on the same inputs, so the committed values are
+/// bit for bit the ones checked. Returns {master, exp_avg, exp_avg_sq} after the update.
+std::array<torch::Tensor, 3> adam_update(const AdamUpdate& h, ParamState& s, const torch::Tensor& g,
+                                         bool commit) {
+  torch::Tensor m = commit ? s.exp_avg : s.exp_avg.clone();
+  torch::Tensor v = commit ? s.exp_avg_sq : s.exp_avg_sq.clone();
+  torch::Tensor w = commit ? s.master : s.master.clone();
+  m.mul_(h.beta1).add_(g, 1.0 - h.beta1);
+  v.mul_(h.beta2).addcmul_(g, g, 1.0 - h.beta2);
+  torch::Tensor denom = (v.sqrt() / std::sqrt(h.bias_c2)).add_(h.eps);
+  if (h.decoupled && h.weight_decay != 0) w.mul_(1.0 - h.lr * h.weight_decay);
+  w.addcdiv_(m, denom, -h.lr / h.bias_c1);
+  return {w, m, v};
+}
+
+/// Check before committing: each parameter's update into scratch, one finite-all flag per master and
+/// second moment (a non-finite first moment always reaches the master: inf/finite, inf/inf and 0*inf are
+/// non-finite), gathered on the device and read with one host sync. Returns the index of the first
+/// parameter whose update is not finite, or -1.
+int64_t first_nonfinite_update(const AdamUpdate& h, std::vector<ParamState>& params) {
+  if (params.empty()) return -1;
+  std::vector<torch::Tensor> finite;
+  finite.reserve(params.size());
+  for (auto& s : params) {
+    auto next = adam_update(h, s, s.grad_acc, /*commit=*/false);
+    finite.push_back(torch::isfinite(next[0]).all().logical_and(torch::isfinite(next[2]).all()));
+  }
+  const torch::Tensor ok = torch::stack(finite).to(torch::kCPU);
+  const bool* flags = ok.data_ptr<bool>();
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!flags[i]) return static_cast<int64_t>(i);
+  return -1;
+}
+
+}  // namespace
+
+const char* step_skip_name(StepSkip skip) {
+  switch (skip) {
+    case StepSkip::None:
+      return "none";
+    case StepSkip::NonFiniteGradient:
+      return "nonfinite_gradient";
+    case StepSkip::NonFiniteUpdate:
+      return "nonfinite_update";
+  }
+  return "unknown";
+}
+
 OptimizerStepStats MasterAdam::step() {
   accumulate_grads();
   torch::NoGradGuard no_grad;
@@ -130,6 +191,14 @@ OptimizerStepStats MasterAdam::step() {
   const OptimizerConfig& c = m.cfg;
   OptimizerStepStats stats;
   stats.elements = m.elements;
+  stats.step = m.step;
+  auto refuse = [&](StepSkip why, std::string detail) {
+    for (auto& s : m.params) s.grad_acc.zero_();
+    stats.skipped = true;
+    stats.skip_reason = why;
+    stats.skip_detail = std::move(detail);
+    return stats;
+  };
 
   double sq = 0;
   for (auto& s : m.params) {
@@ -138,30 +207,36 @@ OptimizerStepStats MasterAdam::step() {
   }
   stats.grad_norm = std::sqrt(sq);
   stats.lr = lr_at_step(c, m.step);
-  if (!std::isfinite(stats.grad_norm)) {  // skip, as loss scalers do: never write NaN into the masters
-    for (auto& s : m.params) s.grad_acc.zero_();
-    stats.skipped = true;
-    stats.step = m.step;
-    return stats;
-  }
+  if (!std::isfinite(stats.grad_norm))  // skip, as loss scalers do: never write NaN into the masters
+    return refuse(StepSkip::NonFiniteGradient, "gradient norm is " + std::to_string(stats.grad_norm));
   double clip = 1.0;
   if (c.grad_clip > 0 && stats.grad_norm > c.grad_clip) clip = c.grad_clip / (stats.grad_norm + 1e-6);
 
   const int64_t t = m.step + 1;
-  const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(t));
-  const double bc2 = 1.0 - std::pow(c.beta2, static_cast<double>(t));
-  const double lr = stats.lr;
-  const bool decoupled = c.name == "adamw";
+  AdamUpdate h{c.beta1, c.beta2, c.eps, stats.lr, c.weight_decay, 0, 0, c.name == "adamw"};
+  h.bias_c1 = 1.0 - std::pow(c.beta1, static_cast<double>(t));
+  h.bias_c2 = 1.0 - std::pow(c.beta2, static_cast<double>(t));
+  // The scalars the FP32 kernels take must be FP32 numbers (torch refuses to narrow an overflowing one).
+  for (const double x : {h.lr / h.bias_c1, h.lr * h.weight_decay, h.weight_decay, h.eps}) {
+    if (!(std::abs(x) <= static_cast<double>(std::numeric_limits<float>::max())))
+      return refuse(StepSkip::NonFiniteUpdate,
+                    "lr " + std::to_string(h.lr) + ", weight decay " + std::to_string(h.weight_decay) +
+                        ", eps " + std::to_string(h.eps) + ": an update factor overflows FP32");
+  }
+  // The final gradients (the accumulators are scratch: cleared whether the step is taken or not).
   for (auto& s : m.params) {
-    torch::Tensor& g = s.grad_acc;
-    if (clip != 1.0) g.mul_(clip);
-    if (!decoupled && c.weight_decay != 0) g.add_(s.master, c.weight_decay);  // Adam: L2 in the gradient
-    s.exp_avg.mul_(c.beta1).add_(g, 1.0 - c.beta1);
-    s.exp_avg_sq.mul_(c.beta2).addcmul_(g, g, 1.0 - c.beta2);
-    torch::Tensor denom = (s.exp_avg_sq.sqrt() / std::sqrt(bc2)).add_(c.eps);
-    if (decoupled && c.weight_decay != 0) s.master.mul_(1.0 - lr * c.weight_decay);
-    s.master.addcdiv_(s.exp_avg, denom, -lr / bc1);
-    g.zero_();
+    if (clip != 1.0) s.grad_acc.mul_(clip);
+    if (!h.decoupled && c.weight_decay != 0) s.grad_acc.add_(s.master, c.weight_decay);  // Adam: L2
+  }
+  const int64_t bad = first_nonfinite_update(h, m.params);
+  if (bad >= 0)
+    return refuse(StepSkip::NonFiniteUpdate,
+                  "update makes master or Adam moment of '" + m.params[static_cast<size_t>(bad)].name +
+                      "' non-finite (grad norm " + std::to_string(stats.grad_norm) + ", lr " +
+                      std::to_string(stats.lr) + ")");
+  for (auto& s : m.params) {
+    adam_update(h, s, s.grad_acc, /*commit=*/true);
+    s.grad_acc.zero_();
   }
   m.step = t;
   stats.step = t;
@@ -243,7 +318,9 @@ void MasterAdam::load_state(const std::string& path) {
                              " tensors, the model needs " + std::to_string(expected) + " (3 per parameter)");
   }
   torch::NoGradGuard no_grad;
-  auto load = [&](const std::string& name, torch::Tensor& dst) {
+  // Every tensor is found, shape-checked and finite-checked before any is copied: a refused file leaves
+  // the optimizer as it was.
+  auto find = [&](const std::string& name, const torch::Tensor& dst) {
     auto it = by_name.find(name);
     if (it == by_name.end()) throw std::runtime_error(path + ": missing tensor " + name);
     const sync::TensorView& v = *it->second;
@@ -251,12 +328,20 @@ void MasterAdam::load_state(const std::string& path) {
       throw std::runtime_error(path + ": tensor " + name + " has the wrong dtype or shape for this model");
     }
     torch::Tensor src = torch::from_blob(const_cast<uint8_t*>(v.data), v.shape, torch::kFloat32);
-    dst.copy_(src);
+    model::require_finite(src, path, name);
+    return src;
   };
+  std::vector<std::array<torch::Tensor, 3>> sources;
+  sources.reserve(impl_->params.size());
   for (auto& s : impl_->params) {
-    load("master/" + s.name, s.master);
-    load("exp_avg/" + s.name, s.exp_avg);
-    load("exp_avg_sq/" + s.name, s.exp_avg_sq);
+    sources.push_back({find("master/" + s.name, s.master), find("exp_avg/" + s.name, s.exp_avg),
+                       find("exp_avg_sq/" + s.name, s.exp_avg_sq)});
+  }
+  for (size_t i = 0; i < impl_->params.size(); ++i) {
+    ParamState& s = impl_->params[i];
+    s.master.copy_(sources[i][0]);
+    s.exp_avg.copy_(sources[i][1]);
+    s.exp_avg_sq.copy_(sources[i][2]);
     s.grad_acc.zero_();
     s.param.mutable_grad() = torch::Tensor();
   }

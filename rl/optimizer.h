@@ -48,6 +48,15 @@ struct OptimizerConfig {
 /// r = min_lr_ratio (Loshchilov & Hutter 2017, SGDR, arXiv:1608.03983, without restarts).
 double lr_at_step(const OptimizerConfig& config, int64_t completed_steps);
 
+/// Why an optimizer step was refused.
+enum class StepSkip {
+  None,               ///< the step was taken
+  NonFiniteGradient,  ///< the global gradient norm was NaN/Inf
+  NonFiniteUpdate,    ///< finite gradient, but the update would make a master or a moment NaN/Inf
+};
+/// "none" | "nonfinite_gradient" | "nonfinite_update" (metrics.jsonl "refused_reason").
+const char* step_skip_name(StepSkip skip);
+
 /// What one optimizer step did.
 struct OptimizerStepStats {
   double grad_norm = 0;       ///< global L2 norm of the accumulated FP32 gradient, before clipping
@@ -55,7 +64,13 @@ struct OptimizerStepStats {
   int64_t step = 0;           ///< steps completed after this one
   uint64_t bf16_changed = 0;  ///< BF16 elements whose bit pattern changed in this step
   uint64_t elements = 0;      ///< all parameter elements
-  bool skipped = false;       ///< gradient was non-finite: masters, moments and step left unchanged
+  /// The step was refused (skip_reason): masters, moments, step count and BF16 weights are bit for bit
+  /// what they were, and the gradient accumulators are cleared.
+  bool skipped = false;
+  StepSkip skip_reason = StepSkip::None;
+  /// e.g. "update makes master or Adam moment of 'b.weight' non-finite (grad norm ..., lr ...)"; "" when
+  /// taken
+  std::string skip_detail;
 };
 
 /// Adam/AdamW on FP32 masters of a module's parameters.
@@ -90,7 +105,13 @@ class MasterAdam {
   /// Adds the model's current .grad() into the FP32 accumulators and clears the model's grads.
   void accumulate_grads();
   /// accumulate_grads(); global-norm clip; one Adam(W) update of the masters at lr_at_step(step_count());
-  /// cast_to_model(); clears the accumulators. A non-finite gradient norm skips the update (stats.skipped).
+  /// cast_to_model(); clears the accumulators. Nothing non-finite is ever committed: a non-finite gradient
+  /// norm (NaN/Inf, or a finite gradient whose norm overflows), or an update that would put NaN/Inf into any
+  /// master or moment (a huge lr, an overflowing L2/weight-decay term, a master near FLT_MAX), or an lr /
+  /// weight decay / eps whose update factor is not an FP32 number, refuses the step (skip_reason):
+  /// masters, moments, step count and the BF16 weights stay as they were. The update is first computed
+  /// into per-tensor scratch and checked (one isfinite-all reduction per tensor, one host sync per step),
+  /// then committed; the check costs one extra pass of the elementwise Adam arithmetic, no extra state.
   OptimizerStepStats step();
   /// Casts every master to BF16 (round-to-nearest-even, torch's .to(kBFloat16), which matches
   /// kernels::fp32_to_bf16_rne on all finite values), stores the bit patterns and writes them into the model.
@@ -113,7 +134,9 @@ class MasterAdam {
   /// "exp_avg/<name>", "exp_avg_sq/<name>"; metadata format/step), atomically (temp file, fsync, rename).
   void save_state(const std::string& path) const;
   /// Reads what save_state wrote and casts the masters into the model. Throws std::runtime_error naming the
-  /// file and tensor on a missing tensor, a shape mismatch or a wrong format.
+  /// file and tensor on a missing tensor, a shape mismatch, a wrong format or a NaN/Inf element
+  /// ("FILE: tensor 'master/NAME' element 1234 is NaN"); every tensor is checked before any is copied, so a
+  /// refused file leaves the optimizer as it was.
   void load_state(const std::string& path);
 
  private:
