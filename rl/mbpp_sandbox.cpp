@@ -1,6 +1,7 @@
-// MBPP sandbox: clone (no atfork handlers), drop privileges and set rlimits, exec bubblewrap -> python3
-// harness; poll pipes with a wall-clock deadline; decide pass/fail from the harness's status pipe and the
-// exit status.
+// MBPP grading: two sandboxes per grade (the judge's and the candidate's), each cloned without atfork
+// handlers, privileges dropped and rlimits set, exec'd as bubblewrap -> python3; pulse polls the pipes
+// with a wall-clock deadline and decides pass/fail from the judge's status pipe and exit status (and,
+// for a candidate that died, the candidate's exit status).
 #include "rl/mbpp_sandbox.h"
 
 #include <dirent.h>
@@ -75,7 +76,8 @@ bool is_symlink(const char* path) {
   return ::lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
 }
 
-std::vector<std::string> bwrap_argv(const SandboxLimits& lim) {
+std::vector<std::string> bwrap_argv(const SandboxLimits& lim, const std::vector<std::string>& python_args,
+                                    const char* source) {
   std::vector<std::string> a = {lim.bwrap,
                                 "--unshare-user",
                                 "--unshare-ipc",
@@ -104,20 +106,13 @@ std::vector<std::string> bwrap_argv(const SandboxLimits& lim) {
     }
   }
   uint64_t tmp_bytes = lim.file_bytes * 4;
-  a.insert(a.end(), {"--proc",       "/proc",
-                     "--dev",        "/dev",
-                     "--size",       std::to_string(tmp_bytes),
-                     "--tmpfs",      "/tmp",
-                     "--chdir",      "/tmp",
-                     "--remount-ro", "/",
-                     "--clearenv",   "--setenv",
-                     "PATH",         "/usr/bin:/bin",
-                     "--setenv",     "LANG",
-                     "C.UTF-8",      "--setenv",
-                     "HOME",         "/tmp",
-                     "--",           lim.python,
-                     "-I",           "-B",
-                     "-c",           mbpp_harness_source()});
+  a.insert(a.end(),
+           {"--proc",     "/proc",    "--dev",   "/dev",          "--size",       std::to_string(tmp_bytes),
+            "--tmpfs",    "/tmp",     "--chdir", "/tmp",          "--remount-ro", "/",
+            "--clearenv", "--setenv", "PATH",    "/usr/bin:/bin", "--setenv",     "LANG",
+            "C.UTF-8",    "--setenv", "HOME",    "/tmp",          "--",           lim.python});
+  a.insert(a.end(), python_args.begin(), python_args.end());
+  a.insert(a.end(), {"-c", source});
   return a;
 }
 
@@ -147,13 +142,17 @@ std::vector<pid_t> children_of(pid_t parent) {
   return kids;
 }
 
-struct RunOutcome {
-  bool started = false;  // clone+exec happened
-  bool timed_out = false, output_limit = false;
-  int wait_status = 0;
-  std::string status, out, err;  // status pipe, stdout, stderr (capped)
-  std::string spawn_error;
-};
+std::string first_line_with(const std::string& text, const std::string& prefix) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    std::string line = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    if (line.compare(0, prefix.size(), prefix) == 0) return line;
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return "";
+}
 
 // Raw prlimit64 on the calling process: async-signal-safe in the cloned child.
 void set_limit(int resource, rlim_t soft, rlim_t hard) {
@@ -163,17 +162,12 @@ void set_limit(int resource, rlim_t soft, rlim_t hard) {
   ::syscall(SYS_prlimit64, 0, resource, &rl, nullptr);
 }
 
-RunOutcome run_sandboxed(const std::string& job_json, const SandboxLimits& lim) {
-  RunOutcome res;
-  Fd job_r, job_w, st_r, st_w, out_r, out_w, err_r, err_w;
-  if (!make_pipe(job_r, job_w) || !make_pipe(st_r, st_w) || !make_pipe(out_r, out_w) ||
-      !make_pipe(err_r, err_w)) {
-    res.spawn_error = std::string("pipe: ") + std::strerror(errno);
-    return res;
-  }
-  Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+// Starts one bubblewrap sandbox running `python` on `source` with fds[k] as its fd k (k < nfds) and
+// nothing else open. Returns the outer bwrap's pid, or -1 with `error` set.
+pid_t spawn_sandbox(const SandboxLimits& lim, const std::vector<std::string>& python_args, const char* source,
+                    const int* fds, int nfds, std::string& error) {
   // Everything the child needs is prepared before the clone (only raw system calls after it).
-  std::vector<std::string> args = bwrap_argv(lim);
+  std::vector<std::string> args = bwrap_argv(lim, python_args, source);
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -182,6 +176,12 @@ RunOutcome run_sandboxed(const std::string& job_json, const SandboxLimits& lim) 
   uid_t uid = sandbox_uid();
   rlim_t cpu = static_cast<rlim_t>(std::ceil(lim.cpu_seconds));
   rlim_t nproc = static_cast<rlim_t>(lim.max_processes);
+  int src[8];
+  if (nfds > 8) {
+    error = "too many fds";
+    return -1;
+  }
+  for (int k = 0; k < nfds; ++k) src[k] = fds[k];
 
   // A raw clone instead of fork(): fork() runs the process's pthread_atfork handlers, and OpenBLAS's
   // prepare handler shuts down its thread pool under another thread's running sgemm (that caller then
@@ -191,19 +191,18 @@ RunOutcome run_sandboxed(const std::string& job_json, const SandboxLimits& lim) 
   // thread list).
   pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
   if (pid < 0) {
-    res.spawn_error = std::string("clone: ") + std::strerror(errno);
-    return res;
+    error = std::string("clone: ") + std::strerror(errno);
+    return -1;
   }
   if (pid == 0) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     // Move the sources above the targets first: dup2(3, 3) would keep FD_CLOEXEC and lose fd 3.
-    int src[5] = {devnull.fd, out_w.fd, err_w.fd, job_r.fd, st_w.fd};
-    for (int& f : src)
-      if ((f = ::fcntl(f, F_DUPFD_CLOEXEC, 16)) < 0) ::_exit(126);  // temps close at exec
-    for (int target = 0; target < 5; ++target)
+    for (int k = 0; k < nfds; ++k)
+      if ((src[k] = ::fcntl(src[k], F_DUPFD_CLOEXEC, 16)) < 0) ::_exit(126);  // temps close at exec
+    for (int target = 0; target < nfds; ++target)
       if (::dup2(src[target], target) < 0) ::_exit(126);
-    ::syscall(SYS_close_range, 5u, ~0u, 0u);
+    ::syscall(SYS_close_range, static_cast<unsigned>(nfds), ~0u, 0u);
     if (as_root) {
       if (::syscall(SYS_setgroups, 0, nullptr) != 0 || ::syscall(SYS_setresgid, uid, uid, uid) != 0 ||
           ::syscall(SYS_setresuid, uid, uid, uid) != 0)
@@ -217,44 +216,86 @@ RunOutcome run_sandboxed(const std::string& job_json, const SandboxLimits& lim) 
     ::execve(argv[0], argv.data(), envp);
     ::_exit(127);
   }
+  return pid;
+}
+
+// Kills the namespace's pid 1 (bwrap's child): the kernel then kills everything in the PID namespace
+// and the outer bwrap reaps it and exits. Killing the outer bwrap first would orphan pid 1 to the
+// container's init, which may never reap it (a zombie that keeps counting against RLIMIT_NPROC).
+void kill_sandbox(pid_t bwrap) {
+  for (pid_t child : children_of(bwrap)) ::kill(child, SIGKILL);
+}
+
+struct RunOutcome {
+  bool started = false;  // both sandboxes were cloned and exec'd
+  bool timed_out = false, output_limit = false;
+  bool candidate_killed = false;            // pulse killed the candidate's sandbox (verdict in, or a limit)
+  int judge_wait = 0, candidate_wait = 0;   // wait statuses of the two outer bwrap processes
+  std::string status, judge_err, out, err;  // judge status pipe and stderr; candidate stdout, stderr
+  std::string spawn_error;
+};
+
+// Runs the judge and the candidate, each in its own sandbox, wired together by two pipes; pulse feeds
+// the judge its job and reads its status; the candidate's stdout/stderr are drained (and capped).
+RunOutcome run_judged(const std::string& job_json, const SandboxLimits& lim) {
+  RunOutcome res;
+  Fd job_r, job_w, st_r, st_w, req_r, req_w, ans_r, ans_w, jout_r, jout_w, jerr_r, jerr_w, out_r, out_w,
+      err_r, err_w;
+  if (!make_pipe(job_r, job_w) || !make_pipe(st_r, st_w) || !make_pipe(req_r, req_w) ||
+      !make_pipe(ans_r, ans_w) || !make_pipe(jout_r, jout_w) || !make_pipe(jerr_r, jerr_w) ||
+      !make_pipe(out_r, out_w) || !make_pipe(err_r, err_w)) {
+    res.spawn_error = std::string("pipe: ") + std::strerror(errno);
+    return res;
+  }
+  Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const int judge_fds[] = {devnull.fd, jout_w.fd, jerr_w.fd, job_r.fd, st_w.fd, req_w.fd, ans_r.fd};
+  const int cand_fds[] = {devnull.fd, out_w.fd, err_w.fd, req_r.fd, ans_w.fd};
+  pid_t judge = spawn_sandbox(lim, {"-I", "-B", "-S"}, mbpp_judge_source(), judge_fds, 7, res.spawn_error);
+  if (judge < 0) return res;
+  pid_t cand = spawn_sandbox(lim, {"-I", "-B"}, mbpp_candidate_source(), cand_fds, 5, res.spawn_error);
+  if (cand < 0) {
+    kill_sandbox(judge);
+    ::kill(judge, SIGKILL);
+    while (::waitpid(judge, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return res;
+  }
   res.started = true;
-  job_r.reset();
-  st_w.reset();
-  out_w.reset();
-  err_w.reset();
+  for (Fd* f : {&job_r, &st_w, &req_r, &req_w, &ans_r, &ans_w, &jout_w, &jerr_w, &out_w, &err_w}) f->reset();
   ::fcntl(job_w.fd, F_SETFL, O_NONBLOCK);
 
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(lim.wall_seconds);
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(lim.wall_seconds));
   size_t job_off = 0;
-  bool killed = false;
-  std::chrono::steady_clock::time_point killed_at;
-  // Kill the namespace's pid 1 (bwrap's child): the kernel then kills everything in the PID namespace
-  // and the outer bwrap reaps it and exits. Killing the outer bwrap first would orphan pid 1 to the
-  // container's init, which may never reap it (a zombie that keeps counting against RLIMIT_NPROC).
+  bool killed = false, judge_done = false;
+  Clock::time_point killed_at;
   auto kill_all = [&] {
     if (killed) return;
-    for (pid_t child : children_of(pid)) ::kill(child, SIGKILL);
-    killed = true;
-    killed_at = std::chrono::steady_clock::now();
+    kill_sandbox(judge);
+    kill_sandbox(cand);
+    res.candidate_killed = killed = true;
+    killed_at = Clock::now();
   };
+  Fd* readers[] = {&st_r, &jerr_r, &jout_r, &out_r, &err_r};
+  std::string* sinks[] = {&res.status, &res.judge_err, nullptr, &res.out, &res.err};
   char buf[65536];
   for (;;) {
     std::vector<pollfd> fds;
-    std::vector<int> which;  // 0 job, 1 status, 2 out, 3 err
+    std::vector<int> which;  // -1 job, else an index into readers
     if (job_w.fd >= 0) {
       fds.push_back({job_w.fd, POLLOUT, 0});
-      which.push_back(0);
+      which.push_back(-1);
     }
-    Fd* readers[] = {&st_r, &out_r, &err_r};
-    for (int k = 0; k < 3; ++k)
+    for (int k = 0; k < 5; ++k)
       if (readers[k]->fd >= 0) {
         fds.push_back({readers[k]->fd, POLLIN, 0});
-        which.push_back(k + 1);
+        which.push_back(k);
       }
-    if (st_r.fd < 0 && out_r.fd < 0 && err_r.fd < 0) break;  // all output seen: the sandbox is gone
-    auto now = std::chrono::steady_clock::now();
+    if (which.empty() || (which.size() == 1 && which[0] == -1)) break;  // all output seen: both are gone
+    auto now = Clock::now();
     if (now >= deadline && !killed) {
-      res.timed_out = true;
+      res.timed_out = !judge_done;
       kill_all();
     }
     int timeout_ms =
@@ -264,53 +305,71 @@ RunOutcome run_sandboxed(const std::string& job_json, const SandboxLimits& lim) 
                      1;
     int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) break;
-    if (killed && std::chrono::steady_clock::now() - killed_at > std::chrono::seconds(2)) {
-      ::kill(pid, SIGKILL);  // last resort: bwrap did not go down with its namespace
+    if (killed && Clock::now() - killed_at > std::chrono::seconds(2)) {
+      ::kill(judge, SIGKILL);  // last resort: bwrap did not go down with its namespace
+      ::kill(cand, SIGKILL);
       break;
     }
     for (size_t i = 0; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
-      if (which[i] == 0) {
+      if (which[i] == -1) {
         ssize_t w = ::write(job_w.fd, job_json.data() + job_off, job_json.size() - job_off);
         if (w > 0) job_off += static_cast<size_t>(w);
-        if (w < 0 && errno != EAGAIN) job_w.reset();
-        if (job_off >= job_json.size()) job_w.reset();
+        if ((w < 0 && errno != EAGAIN) || job_off >= job_json.size()) job_w.reset();
         continue;
       }
-      Fd* r = readers[which[i] - 1];
+      Fd* r = readers[which[i]];
       ssize_t got = ::read(r->fd, buf, sizeof buf);
       if (got <= 0) {
         if (got == 0 || errno != EAGAIN) r->reset();
+        if (r == &st_r && r->fd < 0 && !judge_done) {
+          judge_done = true;
+          // The verdict is in. Unless the judge saw the candidate end by itself (GONE: its exit status
+          // says how), stop the candidate now; otherwise give it a moment to be reaped.
+          if (first_line_with(res.status, "GONE").empty()) {
+            kill_sandbox(cand);
+            res.candidate_killed = true;
+          }
+          deadline = std::min<Clock::time_point>(deadline, Clock::now() + std::chrono::seconds(2));
+        }
         continue;
       }
-      std::string& sink = which[i] == 1 ? res.status : which[i] == 2 ? res.out : res.err;
-      size_t room = lim.output_bytes > res.out.size() + res.err.size() + res.status.size()
-                        ? lim.output_bytes - (res.out.size() + res.err.size() + res.status.size())
-                        : 0;
-      sink.append(buf, std::min(room, static_cast<size_t>(got)));
+      size_t used = res.out.size() + res.err.size() + res.status.size() + res.judge_err.size();
+      size_t room = lim.output_bytes > used ? lim.output_bytes - used : 0;
+      if (sinks[which[i]]) sinks[which[i]]->append(buf, std::min(room, static_cast<size_t>(got)));
       if (static_cast<size_t>(got) > room) {
-        res.output_limit = true;
+        res.output_limit = !judge_done;
         kill_all();
       }
     }
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  res.wait_status = status;
+  for (auto [pid, status] : {std::pair<pid_t, int*>{judge, &res.judge_wait}, {cand, &res.candidate_wait}})
+    while (::waitpid(pid, status, 0) < 0 && errno == EINTR) {
+    }
   return res;
 }
 
-std::string first_line_with(const std::string& text, const std::string& prefix) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    std::string line = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    if (line.compare(0, prefix.size(), prefix) == 0) return line;
-    if (end == std::string::npos) break;
-    pos = end + 1;
+}  // namespace
+
+namespace {
+
+// The reason for a candidate that ended by itself while the judge waited on it. bwrap reports a
+// command killed by signal N as exit status 128 + N (a program that calls os._exit(128 + N) reads the
+// same: it fails either way).
+std::string candidate_end_reason(const RunOutcome& out) {
+  int sig = 0;
+  if (WIFSIGNALED(out.candidate_wait)) sig = WTERMSIG(out.candidate_wait);
+  if (WIFEXITED(out.candidate_wait) && WEXITSTATUS(out.candidate_wait) > 128 &&
+      WEXITSTATUS(out.candidate_wait) <= 128 + 64)
+    sig = WEXITSTATUS(out.candidate_wait) - 128;
+  if (out.candidate_killed) return "no_result";  // still running when the grace period ended
+  if (sig == SIGXCPU) return "cpu_limit";
+  if (sig != 0) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    return "runtime_error: killed by signal " + std::to_string(sig) +
+           (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string());
   }
-  return "";
+  return "early_exit";
 }
 
 }  // namespace
@@ -328,50 +387,52 @@ RewardResult grade_mbpp(const std::string& code, const Problem& task, const Sand
   nlohmann::json job = {
       {"nonce", nonce}, {"code", code}, {"setup", task.test_setup_code}, {"tests", task.tests}};
   std::string job_text = job.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  RunOutcome out = run_sandboxed(job_text, limits);
+  RunOutcome out = run_judged(job_text, limits);
   if (!out.started) {
     r.infrastructure_error = true;
     r.reason = "sandbox_unavailable: " + out.spawn_error;
     return r;
   }
-  bool harness_started = out.status.compare(0, 6, "START\n") == 0;
-  bool exited = WIFEXITED(out.wait_status);
-  int code_rc = exited ? WEXITSTATUS(out.wait_status) : -1;
-  std::string ok_line = "OK " + nonce + " " + std::to_string(task.tests.size());
-  if (!harness_started && !out.timed_out && !out.output_limit) {
-    // bwrap or python never reached the harness (or the code failed to compile, reported before START).
-    std::string syntax = first_line_with(out.status, "SYNTAX");
-    if (!syntax.empty()) {
-      r.reason = "syntax_error";
-      return r;
-    }
-    r.infrastructure_error = true;
-    std::string err = out.err.substr(0, 300);
-    r.reason = "sandbox_unavailable: exit " + std::to_string(code_rc) + (err.empty() ? "" : ": " + err);
-    return r;
-  }
+  auto has = [&](const char* prefix) { return !first_line_with(out.status, prefix).empty(); };
+  bool judge_started = out.status.compare(0, 6, "JUDGE\n") == 0;
+  auto exit_text = [](int status) {
+    return WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                             : "signal " + std::to_string(WTERMSIG(status));
+  };
   if (out.timed_out) {
     r.reason = "timeout";
   } else if (out.output_limit) {
     r.reason = "output_limit";
-  } else if (exited && code_rc == 0 && first_line_with(out.status, "OK ") == ok_line) {
+  } else if (!judge_started || has("NOSTART")) {
+    // bwrap or python never ran the judge, or the candidate's interpreter never answered: not the
+    // model's failure.
+    r.infrastructure_error = true;
+    const std::string& err = judge_started ? out.err : out.judge_err;
+    r.reason = std::string("sandbox_unavailable: ") + (judge_started ? "candidate " : "judge ") +
+               exit_text(judge_started ? out.candidate_wait : out.judge_wait) +
+               (err.empty() ? "" : ": " + err.substr(0, 300));
+  } else if (has("SYNTAX")) {
+    r.reason = "syntax_error";
+  } else if (WIFEXITED(out.judge_wait) && WEXITSTATUS(out.judge_wait) == 0 &&
+             first_line_with(out.status, "OK ") == "OK " + nonce + " " + std::to_string(task.tests.size())) {
     r.score = 1.0;
     r.reason = "passed";
-  } else if (!first_line_with(out.status, "EARLY_EXIT").empty()) {
+  } else if (has("EARLY_EXIT")) {
     r.reason = "early_exit";
-  } else if (!first_line_with(out.status, "FAIL").empty()) {
+  } else if (has("FAIL")) {
     r.reason = "assert_failed";
-  } else if (!first_line_with(out.status, "ERROR").empty() ||
-             !first_line_with(out.status, "RUNTIME").empty()) {
+  } else if (has("ERROR") || has("RUNTIME")) {
     std::string line = first_line_with(out.status, "ERROR");
     if (line.empty()) line = first_line_with(out.status, "RUNTIME");
     r.reason = line.find("MemoryError") != std::string::npos      ? "memory_limit"
                : line.find("RecursionError") != std::string::npos ? "recursion_limit"
                                                                   : "runtime_error";
-  } else if (!exited) {
-    r.reason = "killed";
+  } else if (has("GONE")) {
+    r.reason = candidate_end_reason(out);
   } else {
-    r.reason = "no_result";
+    // The judge ended without a verdict (e.g. its own memory limit on a huge answer): score 0.
+    r.reason = "judge_error: " + exit_text(out.judge_wait) +
+               (out.judge_err.empty() ? "" : ": " + out.judge_err.substr(0, 300));
   }
   return r;
 }

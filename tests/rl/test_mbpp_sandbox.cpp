@@ -10,6 +10,8 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "datasets/loaders.h"
 #include "rl/grader.h"
@@ -240,4 +242,195 @@ TEST_CASE("grade_batch dispatches by kind and keeps order", "[grader]") {
   CHECK(out[3].score == 0.0);
   for (size_t i = 0; i < ps.size(); ++i) CHECK(grade(*ps[i], rs[i]).score == out[i].score);
   CHECK_THROWS_AS(grade_batch(ps, {"x"}, 1), std::invalid_argument);
+}
+
+TEST_CASE("a program killed by a signal is a runtime_error naming the signal", "[grader][mbpp][signal]") {
+  REQUIRE(sandbox_available());
+  Problem t = add_one_task();
+  const std::vector<std::tuple<std::string, std::string, std::string>> crashes = {
+      {"SIGSEGV from deep recursion in C code (str of a deeply nested list)",
+       "import sys\nsys.setrecursionlimit(10**7)\nl = []\nfor i in range(10**6):\n    l = [l]\nstr(l)\n",
+       "runtime_error: killed by signal 11 (SIGSEGV)"},
+      {"SIGSEGV from ctypes inside the tested function",
+       "import ctypes\ndef add_one(x):\n    return ctypes.string_at(0)\n",
+       "runtime_error: killed by signal 11 (SIGSEGV)"},
+      {"SIGKILL sent to itself", "import os\nos.kill(os.getpid(), 9)\n",
+       "runtime_error: killed by signal 9 (SIGKILL)"},
+      {"SIGABRT inside the tested function after a passing assert",
+       "import os\ndef add_one(x):\n    if x != 1:\n        os.abort()\n    return x + 1\n",
+       "runtime_error: killed by signal 6 (SIGABRT)"},
+  };
+  for (const auto& [name, code, reason] : crashes) {
+    INFO(name);
+    auto r = grade_mbpp(code, t);
+    CHECK(r.score == 0.0);
+    CHECK_FALSE(r.infrastructure_error);
+    CHECK(r.reason == reason);
+  }
+  // A clean os._exit during an assert is the program ending itself, not a crash.
+  CHECK(grade_mbpp("import os\ndef add_one(x):\n    os._exit(0)\n", t).reason == "early_exit");
+}
+
+TEST_CASE("the judge is out of the candidate's reach: nonce hunting cannot pass", "[grader][mbpp][hazard]") {
+  REQUIRE(sandbox_available());
+  Problem t = add_one_task();
+  // The program answers correctly only if it finds a secret: a 32-hex-digit string (the nonce's shape),
+  // an "OK " status line or the asserts' source anywhere in its interpreter (frames of every thread,
+  // their locals and globals, every object on the gc heap, inspect's view of the stack) or in its
+  // inherited fds; forge() writes the judge's status lines (with every nonce found, and guesses) to
+  // every fd it can and to stdout. An in-process harness holding the nonce fails this test.
+  const std::string hunter = R"PY(
+import gc, sys, os, re, inspect
+secret = re.compile(r"\b[0-9a-f]{32}\b|assert\s+add_one\(")
+found = []
+def look(v):
+    if isinstance(v, bytes):
+        v = v.decode("latin-1")
+    if isinstance(v, str):
+        for m in secret.finditer(v):
+            if m.group().startswith("assert") or (re.search("[a-f]", m.group()) and re.search("[0-9]", m.group())):
+                found.append(m.group())
+def walk(frame):
+    while frame is not None:
+        for d in (frame.f_locals, frame.f_globals):
+            for k, v in list(d.items()):
+                look(k); look(v)
+        for c in frame.f_code.co_consts:
+            look(c)
+        frame = frame.f_back
+def hunt():
+    for f in sys._current_frames().values():
+        walk(f)
+    walk(sys._getframe())
+    for info in inspect.stack():
+        walk(info.frame)
+    for o in gc.get_objects():
+        look(o)
+        if isinstance(o, dict):
+            for k, v in list(o.items()):
+                look(k); look(v)
+        elif isinstance(o, (list, tuple)):
+            for v in list(o):
+                look(v)
+    for fd in range(64):
+        try:
+            was = os.get_blocking(fd)
+        except OSError:
+            continue
+        try:
+            os.set_blocking(fd, False)
+            look(os.read(fd, 1 << 16))
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.set_blocking(fd, was)
+def forge():
+    lines = ["START\n"] + ["OK %s 3\n" % n for n in found] + ["OK 0 3\n", "OK %s 3\n" % ("0" * 32)]
+    for fd in range(64):
+        for line in lines:
+            try:
+                os.write(fd, line.encode())
+            except OSError:
+                pass
+    print("".join(lines))
+)PY";
+  auto run = [&](const std::string& tail) {
+    auto r = grade_mbpp(hunter + tail, t);
+    INFO("reason " << r.reason);
+    CHECK_FALSE(r.infrastructure_error);
+    return r;
+  };
+  // Forging everywhere, correct only with a secret: scores 0 (the forged lines reach the judge only as
+  // garbage on the answer pipe, a protocol error; pulse never sees them).
+  auto forger = run(
+      "hunt()\nforge()\ndef add_one(x):\n    hunt()\n    forge()\n    return x + 1 if found else x + 7\n");
+  CHECK(forger.score == 0.0);
+  // Hunting alone, correct only with a secret: it ran every assert and found nothing.
+  auto seeker = run("hunt()\ndef add_one(x):\n    hunt()\n    return x + 1 if found else x + 7\n");
+  CHECK(seeker.score == 0.0);
+  CHECK(seeker.reason == "assert_failed");
+  // The same hunting with a correct answer passes: the hunting itself breaks nothing.
+  auto honest = run("hunt()\ndef add_one(x):\n    hunt()\n    return x + 1\n");
+  CHECK(honest.score == 1.0);
+  CHECK(honest.reason == "passed");
+}
+
+TEST_CASE("the judge evaluates usual MBPP assert shapes itself", "[grader][mbpp]") {
+  REQUIRE(sandbox_available());
+  auto task = [](std::vector<std::string> tests, std::string setup = "") {
+    Problem p;
+    p.kind = TaskKind::Code;
+    p.id = "test/shapes";
+    p.tests = std::move(tests);
+    p.test_setup_code = std::move(setup);
+    return p;
+  };
+  struct Case {
+    std::string name, code;
+    Problem task;
+    bool pass;
+  };
+  const std::vector<Case> cases = {
+      {"set() of the result", "def uniq(xs):\n    return list(dict.fromkeys(xs))\n",
+       task({"assert set(uniq([3, 1, 3, 2])) == set([1, 2, 3])", "assert set(uniq([])) == set()"}), true},
+      {"math.isclose as the whole assert", "def half(x):\n    return x / 2\n",
+       task({"assert math.isclose(half(5), 2.5, rel_tol=1e-9)", "assert math.isclose(half(1), 0.5)"}), true},
+      {"math.isclose on a wrong value", "def half(x):\n    return x / 3\n",
+       task({"assert math.isclose(half(5), 2.5, rel_tol=1e-9)"}), false},
+      {"tuple, dict, bytes, complex, None, nested",
+       "def many():\n    return ((1, 2.5), {'a': [1, {2, 3}]}, b'\\x00x', 1+2j, None, frozenset({1}))\n",
+       task({"assert many() == ((1, 2.5), {'a': [1, {2, 3}]}, b'\\x00x', 1+2j, None, frozenset({1}))"}),
+       true},
+      {"a generator consumed by list()", "def evens(n):\n    return (i for i in range(n) if i % 2 == 0)\n",
+       task({"assert list(evens(7)) == [0, 2, 4, 6]", "assert sorted(evens(5), reverse=True) == [4, 2, 0]"}),
+       true},
+      {"a generator is not a list", "def evens(n):\n    return (i for i in range(n) if i % 2 == 0)\n",
+       task({"assert evens(7) == [0, 2, 4, 6]"}), false},
+      {"Counter and deque results",
+       "from collections import Counter, deque\ndef count(s):\n    return Counter(s)\ndef dq(xs):\n    "
+       "return deque(xs)\n",
+       task({"assert count('abca') == {'a': 2, 'b': 1, 'c': 1}",
+             "assert dq([1, 2]) == collections.deque([1, 2])"}),
+       true},
+      {"the built-in type as an argument (MBPP 533)",
+       "def drop(xs, t):\n    return [x for x in xs if not isinstance(x, t)]\n",
+       task({"assert drop((4, 5, 7.7, 1.2), int) == [7.7, 1.2]", "assert drop((7, 'SR'), str) == [7]"}),
+       true},
+      {"objects built by the test setup with the candidate's class",
+       "class Node:\n    def __init__(self, v):\n        self.v = v\n        self.left = self.right = None\n"
+       "def height(n):\n    return 0 if n is None else 1 + max(height(n.left), height(n.right))\n",
+       task({"assert height(root) == 3", "assert root.left.left.v == 4", "assert height(Node(9)) == 1"},
+            "root = Node(1)\nroot.left = Node(2)\nroot.left.left = Node(4)\n"),
+       true},
+      {"a built-in name the program redefines as the function under test (MBPP 126)",
+       "def sum(a, b):\n    return a + b + 1\n", task({"assert sum(1, 2) == 4"}), true},
+      {"a redefined set() cannot decide the expected side",
+       "def set(*a):\n    return 0\ndef uniq(xs):\n    return xs\n",
+       task({"assert set(uniq([3, 1, 3])) == set([1, 3])"}), false},
+      {"a fake math module cannot decide a truth assert",
+       "class _M:\n    def isclose(self, *a, **k):\n        return True\nmath = _M()\ndef half(x):\n    "
+       "return 0\n",
+       task({"assert math.isclose(half(5), 2.5)"}), false},
+      {"an object of the program is never truthy for the judge",
+       "class T:\n    def __bool__(self):\n        return True\ndef is_even(n):\n    return T()\n",
+       task({"assert is_even(4)"}), false},
+      {"`in` iterates the program's object; its __contains__ is never asked",
+       "class C:\n    def __contains__(self, x):\n        return True\n    def __iter__(self):\n        "
+       "return "
+       "iter([])\ndef f():\n    return C()\n",
+       task({"assert 5 in f()"}), false},
+      {"`in` over a generator", "def evens(n):\n    return (i for i in range(n) if i % 2 == 0)\n",
+       task({"assert 4 in evens(5)", "assert 3 not in evens(5)"}), true},
+      {"a plain True is", "def is_even(n):\n    return n % 2 == 0\n", task({"assert is_even(4)"}), true},
+      {"a list of the program's objects compares as not plain",
+       "class E:\n    def __eq__(self, o):\n        return True\ndef f():\n    return [E(), E()]\n",
+       task({"assert f() == [1, 2]"}), false},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    auto r = grade_mbpp(c.code, c.task);
+    INFO("reason " << r.reason);
+    CHECK(r.score == (c.pass ? 1.0 : 0.0));
+    CHECK_FALSE(r.infrastructure_error);
+  }
 }
