@@ -73,14 +73,16 @@ void register_role_commands(CLI::App& app) {
 void register_tool_commands(CLI::App& app) {
   auto print_defaults = std::make_shared<bool>(false);
   auto check_path = std::make_shared<std::string>();
+  auto check_sets = std::make_shared<std::vector<std::string>>();
   auto* config = app.add_subcommand("config", "print or check configs");
   config->add_flag("--print-defaults", *print_defaults, "print every key with its default as TOML");
   config->add_option("--check", *check_path, "validate a config file")->check(CLI::ExistingFile);
-  config->callback([print_defaults, check_path] {
+  config->add_option("--set", *check_sets, "with --check: section.key=value overrides, as on `pulse run`");
+  config->callback([print_defaults, check_path, check_sets] {
     if (*print_defaults) {
       std::cout << to_toml(Config{});
     } else if (!check_path->empty()) {
-      std::cout << to_toml(load_config(*check_path));
+      std::cout << to_toml(load_config(*check_path, *check_sets));
     } else {
       throw CLI::ValidationError("config", "give --print-defaults or --check FILE");
     }

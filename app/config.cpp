@@ -402,7 +402,8 @@ const char* type_name(const FieldPtr& p) {
       Overloaded{[](std::string*) { return "a string"; }, [](bool*) { return "a boolean (true/false)"; },
                  [](double*) { return "a number"; },
                  [](sync::ValueMode*) { return "one of absolute, delta"; },
-                 [](auto*) { return "an integer"; }},
+                 [](uint64_t*) { return "an integer in 0..2^63-1"; },
+                 [](int*) { return "an integer in -2^31..2^31-1"; }, [](auto*) { return "an integer"; }},
       p);
 }
 

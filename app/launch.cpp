@@ -268,7 +268,8 @@ int launch(const LaunchOptions& o) {
     program = o.args[0];
     argv_s = o.args;
   } else {
-    program = std::filesystem::read_symlink("/proc/self/exe").string();
+    // The running binary itself, even if a rebuild has replaced the file at its path since it started.
+    program = "/proc/self/exe";
     argv_s.push_back(program);
     argv_s.insert(argv_s.end(), o.args.begin(), o.args.end());
   }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "app/setup.h"
@@ -22,8 +23,39 @@ std::pair<size_t, size_t> share(size_t n, size_t workers, size_t w) {
 }  // namespace
 
 RolloutPipeline::RolloutPipeline(const Config& config, WorkerFleet& fleet,
-                                 const std::vector<rl::Problem>& train)
-    : config_(config), fleet_(fleet), train_(train), lagged_(config.rl.max_lag > 0) {}
+                                 const std::vector<rl::Problem>& train, RolloutLimits limits)
+    : config_(config), fleet_(fleet), train_(train), lagged_(config.rl.max_lag > 0), limits_(limits) {}
+
+/// A worker's rollouts are checked before GRPO sees them (a worker is a peer: its report is input). Throws
+/// std::runtime_error naming the worker, the rollout and the field.
+void RolloutPipeline::check_report(const WorkerReport& report, size_t worker, size_t share, int64_t s) const {
+  const std::string who = "rollouts of step " + std::to_string(s) + " from worker " + std::to_string(worker);
+  const size_t expected = share * static_cast<size_t>(config_.rl.group_size);
+  if (report.rollouts.size() != expected)
+    throw std::runtime_error(who + ": " + std::to_string(report.rollouts.size()) + " rollouts, expected " +
+                             std::to_string(share) + " prompts x " + std::to_string(config_.rl.group_size));
+  auto ids_ok = [&](const std::vector<int32_t>& ids) {
+    for (int32_t id : ids)
+      if (id < 0 || id >= limits_.vocab_size) return false;
+    return true;
+  };
+  for (size_t i = 0; i < report.rollouts.size(); ++i) {
+    const rl::Rollout& r = report.rollouts[i];
+    auto fail = [&](const std::string& what) {
+      throw std::runtime_error(who + ", rollout " + std::to_string(i) + ": " + what);
+    };
+    const int64_t g = static_cast<int64_t>(i) / config_.rl.group_size;
+    if (r.problem_index != g || r.group != g) fail("problem_index/group must be " + std::to_string(g));
+    if (r.prompt_ids.empty() || r.response_ids.empty()) fail("empty prompt_ids or response_ids");
+    if (!ids_ok(r.prompt_ids) || !ids_ok(r.response_ids))
+      fail("token id outside the vocabulary [0, " + std::to_string(limits_.vocab_size) + ")");
+    if (static_cast<int64_t>(r.prompt_ids.size() + r.response_ids.size()) > limits_.max_tokens)
+      fail("prompt + response longer than the model's " + std::to_string(limits_.max_tokens) + " positions");
+    for (float lp : r.sampler_logprobs)
+      if (!std::isfinite(lp) || lp > 0) fail("sampler_logprobs must be finite log-probabilities (<= 0)");
+    if (!std::isfinite(r.reward)) fail("reward must be finite");
+  }
+}
 
 uint64_t RolloutPipeline::post_generate(int64_t s, uint64_t version) {
   const uint64_t seed = static_cast<uint64_t>(config_.run.seed);
@@ -51,7 +83,8 @@ StepRollouts RolloutPipeline::assemble(int64_t s, uint64_t version, std::vector<
     throw std::runtime_error("rollouts of step " + std::to_string(s) + ": " + std::to_string(reports.size()) +
                              " worker reports, expected " + std::to_string(n));
   for (size_t w = 0; w < n; ++w) {
-    auto b = share(idx.size(), n, w).first;
+    auto [b, e] = share(idx.size(), n, w);
+    check_report(reports[w], w, e - b, s);
     for (rl::Rollout r : reports[w].rollouts) {
       r.problem_index = idx.at(b + static_cast<size_t>(r.problem_index));
       r.group += static_cast<int64_t>(b);

@@ -29,10 +29,18 @@ struct StepRollouts {
   bool identical = true;              ///< every worker held the trainer's weights when it sampled
 };
 
+/// What a worker's rollouts must respect (from the model): token ids in [0, vocab_size), prompt +
+/// response at most max_tokens.
+struct RolloutLimits {
+  int64_t vocab_size = 0;
+  int64_t max_tokens = 0;
+};
+
 /// Not thread-safe; used by the trainer thread only.
 class RolloutPipeline {
  public:
-  RolloutPipeline(const Config& config, WorkerFleet& fleet, const std::vector<rl::Problem>& train);
+  RolloutPipeline(const Config& config, WorkerFleet& fleet, const std::vector<rl::Problem>& train,
+                  RolloutLimits limits);
 
   bool lagged() const { return lagged_; }
 
@@ -58,11 +66,13 @@ class RolloutPipeline {
  private:
   uint64_t post_generate(int64_t s, uint64_t version);
   StepRollouts assemble(int64_t s, uint64_t version, std::vector<WorkerReport> reports) const;
+  void check_report(const WorkerReport& report, size_t worker, size_t share, int64_t s) const;
 
   const Config& config_;
   WorkerFleet& fleet_;
   const std::vector<rl::Problem>& train_;
   const bool lagged_;
+  const RolloutLimits limits_;
   StepRollouts pending_;
   bool have_pending_ = false;
   uint64_t next_seq_ = 0;  ///< lag 1: the generate job posted by begin_step

@@ -7,6 +7,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+#include <xxhash.h>
+
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -59,7 +64,9 @@ std::string random_token() {
 }  // namespace
 
 Trainer::Trainer(JobOptions options) : opt_(std::move(options)), t_start_(Clock::now()) {}
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 
 double Trainer::elapsed() const {
   // Wall time across a resume: up to the last kept metrics row, plus this process.
@@ -88,18 +95,56 @@ void Trainer::setup() {
   }
   join_group_weights();
   start_workers();
+  if (!opt_.resume_dir.empty()) sync::write_file_atomic(run_dir_ + "/config.toml", to_toml(config_));
+}
+
+/// One process per run directory: an exclusive lock on RUN_DIR/.lock held for the process's lifetime.
+void Trainer::lock_run_dir() {
+  const std::string path = run_dir_ + "/.lock";
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw std::runtime_error(path + ": cannot open the run directory lock");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+    throw std::runtime_error(run_dir_ + ": in use by another pulse process (" + path + " is locked)");
+}
+
+/// --resume with --set: keys that would change the algorithm mid-run (the outer-round scheme and its
+/// residual, the KL reference) are refused.
+void Trainer::refuse_algorithm_changes(const Config& stored) const {
+  auto check = [&](bool same, const char* key) {
+    if (!same)
+      throw ConfigError(
+          run_dir_ + "/config.toml: --set " + std::string(key) +
+          " cannot change on --resume (the run's state depends on it); start a new run instead");
+  };
+  const auto& a = stored.multi;
+  const auto& b = config_.multi;
+  check(a.mode == b.mode, "multi.mode");
+  check(a.inner_steps == b.inner_steps, "multi.inner_steps");
+  check(a.outer_lr == b.outer_lr && a.outer_momentum == b.outer_momentum, "multi.outer_lr/outer_momentum");
+  check(a.gate_open == b.gate_open, "multi.gate_open");
+  check((stored.rl.grpo.kl_coef > 0) == (config_.rl.grpo.kl_coef > 0), "rl.kl_coef (on/off)");
 }
 
 /// The run directory; with several trainers (torchrun's WORLD_SIZE > 1) each rank writes DIR/rank-R, DIR
 /// being what rank 0 resolved (sent to the others over the group).
 void Trainer::open_run_dir() {
+  setup_logging(opt_.quiet);  // before the group forms: its lines go to stderr like every other
   const rl::GroupOptions env = rl::GroupOptions::from_env();
   const std::string rank_dir = env.world_size > 1 ? "/rank-" + std::to_string(env.rank) : "";
   if (!opt_.resume_dir.empty()) {
     run_dir_ = opt_.resume_dir + rank_dir;
-    if (!fs::exists(run_dir_ + "/config.toml"))
+    if (!fs::exists(run_dir_ + "/config.toml")) {
+      int ranks = 0;
+      while (fs::exists(opt_.resume_dir + "/rank-" + std::to_string(ranks) + "/config.toml")) ++ranks;
+      if (ranks > 0)
+        throw std::runtime_error(opt_.resume_dir + ": this run has " + std::to_string(ranks) +
+                                 " trainer ranks; resume it with `pulse launch --nproc " +
+                                 std::to_string(ranks) + " --resume " + opt_.resume_dir +
+                                 "` (WORLD_SIZE is " + std::to_string(env.world_size) + ")");
       throw std::runtime_error(run_dir_ + ": no config.toml (is this a run directory?)");
+    }
     config_ = load_config(run_dir_ + "/config.toml", opt_.overrides);
+    refuse_algorithm_changes(load_config(run_dir_ + "/config.toml"));
     start_group();
   } else {
     config_ = load_config(opt_.config_path, opt_.overrides);
@@ -117,8 +162,9 @@ void Trainer::open_run_dir() {
   }
   config_.run.dir = run_dir_;
   fs::create_directories(run_dir_ + "/checkpoints");
-  sync::write_file_atomic(run_dir_ + "/config.toml", to_toml(config_));
-  setup_logging(opt_.quiet);
+  lock_run_dir();
+  // A resumed run keeps its config.toml until its setup succeeded (a failed --set must not stick).
+  if (opt_.resume_dir.empty()) sync::write_file_atomic(run_dir_ + "/config.toml", to_toml(config_));
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(config_.run.threads > 0 ? static_cast<int>(config_.run.threads) : hw);
   spdlog::info("run directory {}{}", run_dir_, opt_.resume_dir.empty() ? "" : " (resuming)");
@@ -126,11 +172,28 @@ void Trainer::open_run_dir() {
 
 /// multi.mode != single: joins the group of trainers (c10d TCPStore rendezvous + Gloo).
 void Trainer::start_group() {
-  if (config_.multi.mode == "single") return;
   rl::GroupOptions o = rl::GroupOptions::from_env(config_.multi.timeout_s);
+  if (config_.multi.mode == "single") {
+    if (o.world_size > 1)
+      throw ConfigError("multi.mode = single but WORLD_SIZE = " + std::to_string(o.world_size) +
+                        ": set multi.mode to ddp, diloco or pulseloco for several trainers");
+    return;
+  }
+  if (o.world_size == 1)
+    spdlog::warn("multi.mode = {} with one trainer: the outer rounds run locally", config_.multi.mode);
   group_ = std::make_unique<rl::TrainerGroup>(o);
   spdlog::info("trainer rank {} of {} ({} via {}:{})", group_->rank(), group_->world_size(),
                config_.multi.mode, o.master_addr, o.master_port);
+  // Every rank must run the same config (bar its run directory): compare a hash of it.
+  Config c = config_;
+  c.run.dir.clear();
+  const std::string text = to_toml(c);
+  const auto hashes =
+      group_->allgather_i64({static_cast<int64_t>(XXH3_64bits(text.data(), text.size()))}, "config hash");
+  for (int r = 0; r < group_->world_size(); ++r)
+    if (hashes[static_cast<size_t>(r)] != hashes[static_cast<size_t>(group_->rank())])
+      throw ConfigError("rank " + std::to_string(group_->rank()) + ": rank " + std::to_string(r) +
+                        " runs a different config (every trainer needs the same config and --set values)");
 }
 
 /// Every rank starts from rank 0's weights (bytes, so that BF16 casts agree bit for bit), then gets its
@@ -207,7 +270,7 @@ void Trainer::warm_start() {
   // GRPO starts from the BF16 weights (as an RL run starting from a BF16 HF checkpoint does).
   adam_ = std::make_unique<rl::MasterAdam>(*policy_, config_.optimizer);
   if (config_.rl.grpo.kl_coef > 0) {
-    reference_ = rl::make_reference_policy(*policy_);
+    reference_ = rl::make_reference_policy(*policy_, compute_dtype(config_));
     model::save_hf_checkpoint(*reference_, run_dir_ + "/reference");
   }
   run_state_["pass_at_1_before"] = 0.0;
@@ -277,7 +340,8 @@ void Trainer::start_workers() {
 
   metrics_ = std::make_unique<MetricsLog>(run_dir_ + "/metrics.jsonl");
   progress_ = std::make_unique<ProgressBar>(start_step_, steps(), !opt_.quiet);
-  pipeline_ = std::make_unique<RolloutPipeline>(config_, *fleet_, sets_.train);
+  pipeline_ = std::make_unique<RolloutPipeline>(config_, *fleet_, sets_.train,
+                                                RolloutLimits{mc_.vocab_size, mc_.max_position_embeddings});
   if (start_step_ < steps()) {
     spdlog::info(
         "GRPO: {} steps x {} prompts x {} samples, {} workers over HTTP ({}), {:.2f} MB dense BF16{}",
@@ -445,14 +509,17 @@ json Trainer::multi_summary(const std::vector<json>& rows) const {
       fired += r.at("fired_fraction").get<double>();
     }
   }
-  return json{{"mode", config_.multi.mode},
-              {"rank", group_->rank()},
-              {"world_size", group_->world_size()},
-              {"inner_steps", config_.multi.inner_steps},
-              {"rounds", rounds},
-              {"comm_payload_bytes_total", payload},
-              {"comm_wire_bytes_total", wire},
-              {"mean_fired_fraction", rounds > 0 ? fired / static_cast<double>(rounds) : 0.0}};
+  json out{{"mode", config_.multi.mode},
+           {"rank", group_->rank()},
+           {"world_size", group_->world_size()},
+           {"comm_payload_bytes_total", payload},
+           {"comm_wire_bytes_total", wire}};
+  if (outer_) {  // outer rounds (diloco, pulseloco); ddp has none
+    out["inner_steps"] = config_.multi.inner_steps;
+    out["rounds"] = rounds;
+    out["mean_fired_fraction"] = rounds > 0 ? fired / static_cast<double>(rounds) : 0.0;
+  }
+  return out;
 }
 
 int Trainer::finish() {

@@ -70,6 +70,8 @@ class Trainer {
   void start_workers();
   StepRecord train_on(int64_t s, const StepRollouts& cur);
   void start_group();
+  void lock_run_dir();
+  void refuse_algorithm_changes(const Config& stored) const;
   void join_group_weights();
   double elapsed() const;
   nlohmann::json multi_summary(const std::vector<nlohmann::json>& rows) const;
@@ -103,7 +105,7 @@ class Trainer {
   std::unique_ptr<rl::TrainerGroup> group_;    ///< multi.mode != single: the c10d group of trainers
   std::unique_ptr<rl::OuterOptimizer> outer_;  ///< diloco | pulseloco
   rl::CommCounters comm_at_step_start_;        ///< to attribute bytes to each step's row
-  double comm_payload_total_ = 0, comm_wire_total_ = 0;
+  int lock_fd_ = -1;                           ///< flock on RUN_DIR/.lock
 };
 
 }  // namespace pulse::app

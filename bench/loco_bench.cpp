@@ -48,7 +48,7 @@ LocoModeResult read_loco_run(const std::string& run_dir, const std::string& mode
   r.world_size = m.at("world_size").get<int64_t>();
   r.payload_bytes = m.at("comm_payload_bytes_total").get<uint64_t>();
   r.wire_bytes = m.at("comm_wire_bytes_total").get<uint64_t>();
-  r.fired_fraction = m.at("mean_fired_fraction").get<double>();
+  r.fired_fraction = m.value("mean_fired_fraction", 0.0);  // ddp has no outer rounds
   r.rounds = inner_steps > 0 ? r.steps / inner_steps : 0;
   r.bytes_per_round = r.rounds > 0 ? static_cast<double>(r.payload_bytes) / static_cast<double>(r.rounds) : 0;
   std::ifstream rows(dir + "/metrics.jsonl");
