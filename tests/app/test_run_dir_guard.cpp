@@ -48,7 +48,7 @@ TEST_CASE("a run directory another process holds is refused", "[app][resume]") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("--resume refuses --set of keys the run's state depends on", "[app][resume]") {
+TEST_CASE("resume refuses --set of keys the run's state depends on", "[app][resume]") {
   const std::string dir = fake_run(
       "guard-set", {"multi.mode=pulseloco", "multi.inner_steps=2", "rl.steps=4", "run.checkpoint_every=2"});
   const std::string before = pulse::sync::read_file(dir + "/config.toml");
