@@ -30,6 +30,17 @@ inline std::string temp_dir(const std::string& name) {
   return p.string();
 }
 
+/// temp_dir(name) removed again when the scope ends, also when a REQUIRE ends the test early.
+struct ScopedTempDir {
+  std::string path;
+  explicit ScopedTempDir(const std::string& name) : path(temp_dir(name)) {}
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  operator const std::string&() const { return path; }
+};
+
 /// A 2-layer, 64-wide Llama and a short run: 4 GRPO steps, checkpoints every 2. Returns the TOML path.
 inline std::string write_tiny_config(const std::string& dir) {
   pulse::sync::write_file_atomic(dir + "/tiny.json", R"({

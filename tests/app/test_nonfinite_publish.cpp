@@ -65,7 +65,8 @@ TEST_CASE("require_finite_weights finds NaN/Inf bit patterns and names tensor an
 
 TEST_CASE("Publisher::publish refuses a NaN BF16 view and publishes nothing for it",
           "[app][publish][nonfinite]") {
-  const std::string dir = test_run::temp_dir("nonfinite-publish");
+  const test_run::ScopedTempDir scoped("nonfinite-publish");
+  const std::string& dir = scoped.path;
   app::Config config;
   std::vector<uint16_t> w(64, 0x3F80);
   app::Publisher pub(config, dir, "", 0, {bf16_view("model.w", w)});

@@ -41,7 +41,8 @@ bool contains(const std::string& s, const std::string& part) {
 
 TEST_CASE("pulse generate --greedy reproduces llama2.c's stories260k continuation", "[model][generate]") {
   const auto fx = pulse::test::load_stories260k();
-  const auto dir = pulse::test_run::temp_dir("generate-ok");
+  const pulse::test_run::ScopedTempDir scoped("generate-ok");
+  const std::string dir = scoped.path;
   std::string prompt;
   for (size_t i = 0; i < fx.greedy_prompt.size(); ++i)
     prompt += (i ? "," : "") + std::to_string(fx.greedy_prompt[i]);
@@ -74,7 +75,8 @@ TEST_CASE("pulse generate --prompt uses the tokenizer in the model folder", "[mo
   // stories260k's own tok512 was not obtained: a 480-piece SentencePiece BPE (ids < 512) stands in, so
   // the check is the plumbing (encode with BOS, decode of the continuation), not the story text.
   const auto fx = pulse::test::load_stories260k();
-  const auto dir = pulse::test_run::temp_dir("generate-tok");
+  const pulse::test_run::ScopedTempDir scoped("generate-tok");
+  const std::string dir = scoped.path;
   const std::string model = dir + "/model";
   std::filesystem::create_directories(model);
   for (const char* f : {"config.json", "model.safetensors"})
@@ -103,7 +105,8 @@ TEST_CASE("pulse generate --prompt uses the tokenizer in the model folder", "[mo
 
 TEST_CASE("pulse generate names the file or option at fault", "[model][generate]") {
   const auto fx = pulse::test::load_stories260k();
-  const auto dir = pulse::test_run::temp_dir("generate-bad");
+  const pulse::test_run::ScopedTempDir scoped("generate-bad");
+  const std::string dir = scoped.path;
   const std::string missing = dir + "/no-such-model";
   auto r = generate({"--model", missing, "--prompt-ids", "1"}, dir);
   CHECK(r.code == 1);
