@@ -54,6 +54,10 @@ class Publisher {
   /// "" until the first publish_global.
   std::string global_url() const { return global_server_ ? global_server_->url() : std::string(); }
 
+  /// Root hash (sync/hash.h root_hash) of the newest published version, as the encoder computed it while
+  /// scanning the weights: the trainer's own weights after each publish, without another pass over them.
+  uint64_t head_root_hash() const { return store_->head().root_hash; }
+
   std::string patch_url() const { return server_->url(); }
   /// transport.kind = fs: the shared folder ("" with http).
   const std::string& patch_dir() const { return patch_dir_; }
