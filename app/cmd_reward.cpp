@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "app/commands.h"
+#include "datasets/boxed.h"
 #include "datasets/loaders.h"
 #include "rl/math_grader.h"
 #include "rl/mbpp_sandbox.h"
@@ -70,7 +71,11 @@ void register_reward_commands(CLI::App& root) {
   math->add_flag("--strict", o->strict, "PRM800K grading rules instead of pulse's lenient tiers");
   math->callback([o] {
     with_input_errors_as_2(
-        [&] { print_and_exit(rl::grade_math(read_text(o->response_path), o->answer, o->strict)); });
+[&] {
+      if (auto problem = datasets::reference_answer_problem(o->answer))
+        throw std::runtime_error("--answer: " + *problem + " (a reference answer, e.g. '3' or '\\frac{3}{4}')");
+      print_and_exit(rl::grade_math(read_text(o->response_path), o->answer, o->strict));
+    });
   });
 
   auto* mbpp =

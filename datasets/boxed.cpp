@@ -93,4 +93,14 @@ bool braces_balanced(const std::string& text) {
   return depth == 0;
 }
 
+std::optional<std::string> reference_answer_problem(const std::string& answer) {
+  if (answer.find_first_not_of(" \t\n\r") == std::string::npos) return std::string("blank");
+  if (!braces_balanced(answer)) return std::string("unbalanced braces");
+  if (answer.find("\\boxed") != std::string::npos || answer.find("\\fbox") != std::string::npos) {
+    BoxedAnswer b = find_boxed(answer);
+    if (b.status != BoxedStatus::Found) return std::string(boxed_status_reason(b.status));
+  }
+  return std::nullopt;
+}
+
 }  // namespace pulse::datasets

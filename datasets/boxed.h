@@ -39,4 +39,9 @@ std::optional<std::string> extract_boxed(const std::string& text);
 /// with unbalanced braces is a data error (datasets/loaders.h).
 bool braces_balanced(const std::string& text);
 
+/// Why a reference (gold) answer is unusable, or nullopt when it is usable: blank, unbalanced braces,
+/// or a \boxed / \fbox inside it that is not closed and non-empty. The loaders (a DataError naming
+/// file and line) and `pulse reward math --answer` (exit 2) apply this one rule. Never throws.
+std::optional<std::string> reference_answer_problem(const std::string& answer);
+
 }  // namespace pulse::datasets

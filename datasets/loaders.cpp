@@ -117,12 +117,7 @@ std::string trim(const std::string& s) {
 // and non-empty), else the last box of its solution. Throws DataError naming what is missing.
 std::string math_gold(const std::string& answer, const std::string& solution) {
   if (!trim(answer).empty()) {
-    if (!braces_balanced(answer)) throw DataError("field \"answer\" has unbalanced braces");
-    if (answer.find("\\boxed") != std::string::npos || answer.find("\\fbox") != std::string::npos) {
-      BoxedAnswer b = find_boxed(answer);
-      if (b.status != BoxedStatus::Found)
-        throw DataError(std::string("field \"answer\": ") + boxed_status_reason(b.status));
-    }
+    if (auto problem = reference_answer_problem(answer)) throw DataError("field \"answer\": " + *problem);
     return answer;
   }
   BoxedAnswer b = find_boxed(solution);

@@ -42,6 +42,15 @@ TEST_CASE("pulse reward math: exit 0 correct, 1 incorrect, 2 unreadable response
   CHECK(missing.code == 2);
   CHECK(missing.out.empty());
   CHECK(missing.err.find("/nonexistent/resp.txt") != std::string::npos);
+
+  // A reference answer the loaders would refuse as a gold is bad input here too, never "incorrect".
+  for (const std::string bad : {"\\boxed{3", "\\frac{1}{2", "\\boxed{}", "  "}) {
+    INFO(bad);
+    CliResult r = pulse_cli({"reward", "math", "--response", response, "--answer", bad});
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("--answer") != std::string::npos);
+  }
   std::filesystem::remove(response);
 }
 
