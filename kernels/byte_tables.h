@@ -27,6 +27,19 @@ struct Expand8 {
   alignas(16) uint8_t ctrl[256][8];
 };
 
+/// One entry of Emit8 (32 bytes, so an entry's address is the mask times 32 and every field is one load).
+struct Emit8Entry {
+  uint8_t ctrl[16];  ///< = Compress16 entry m
+  uint8_t gap[8];    ///< = Gaps8 entry m
+  uint8_t count;     ///< the number of set bits of m
+  uint8_t pad[7];
+};
+
+/// 256 Emit8Entry: what the AVX2 emit kernel needs per 8-lane sub-group in one cache line half.
+struct Emit8 {
+  alignas(32) Emit8Entry e[256];
+};
+
 constexpr Compress16 make_compress16() {
   Compress16 t{};
   for (int m = 0; m < 256; ++m) {
@@ -64,8 +77,23 @@ constexpr Expand8 make_expand8() {
   return t;
 }
 
+constexpr Emit8 make_emit8() {
+  Emit8 t{};
+  const Compress16 c = make_compress16();
+  const Gaps8 g = make_gaps8();
+  for (int m = 0; m < 256; ++m) {
+    for (int l = 0; l < 16; ++l) t.e[m].ctrl[l] = c.ctrl[m][l];
+    for (int l = 0; l < 8; ++l) t.e[m].gap[l] = g.gap[m][l];
+    int k = 0;
+    for (int l = 0; l < 8; ++l) k += m >> l & 1;
+    t.e[m].count = static_cast<uint8_t>(k);
+  }
+  return t;
+}
+
 inline constexpr Compress16 kCompress16 = make_compress16();
 inline constexpr Gaps8 kGaps8 = make_gaps8();
 inline constexpr Expand8 kExpand8 = make_expand8();
+inline constexpr Emit8 kEmit8 = make_emit8();
 
 }  // namespace pulse::kernels::tables

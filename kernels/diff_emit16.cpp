@@ -154,11 +154,12 @@ uint64_t diff_emit16_avx512_hashing(const uint8_t* a, const uint8_t* b, uint64_t
 }
 
 // 64 elements per step as in the AVX-512 kernel, in eight sub-groups of 8: each sub-group's 8-bit change
-// mask indexes pshufb controls (kernels/byte_tables.h) that pack its changed lanes' lo and hi bytes (one
-// shuffle for both planes) and give its in-sub-group gaps; the first gap of a sub-group is corrected by
-// the distance to the previous change of the group (bzhi + lzcnt, no branch). Every sub-group stores 8
-// bytes per stream and advances by its popcount, so no branch depends on the data past "group has a
-// change". XXH3 stripes are accumulated from the loaded registers (libxxhash's AVX2 code path).
+// mask indexes one 32-byte table entry (kernels/byte_tables.h Emit8): the pshufb control that packs its
+// changed lanes' lo and hi bytes (one shuffle for both planes), its in-sub-group gaps and its change
+// count; the first gap of a sub-group is corrected by the distance to the previous change of the group
+// (shift + lzcnt, no branch). Every sub-group stores 8 bytes per stream at one shared offset and
+// advances it by the count, so no branch depends on the data past "group has a change". XXH3 stripes are
+// accumulated from the loaded registers (libxxhash's AVX2 code path).
 #define PULSE_AVX2_TARGET __attribute__((target("avx2,bmi,bmi2,lzcnt,popcnt")))
 /// What PULSE_AVX2_TARGET assumes of the CPU.
 constexpr CpuFeatures kNeedsAvx2 = kCpuAvx2 | kCpuBmi | kCpuBmi2 | kCpuLzcnt | kCpuPopcnt;
@@ -189,26 +190,28 @@ PULSE_AVX2_TARGET __attribute__((always_inline)) inline uint32_t eq_mask32(__m25
   return static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_permute4x64_epi64(p, 0xD8)));
 }
 
-/// Emits the changes of one 8-element sub-group j (0..7) of a group: `planes` holds its elements'
-/// bytes as [lo 0..7 | hi 0..7], `m` the group's 64-bit change mask.
-PULSE_AVX2_TARGET __attribute__((always_inline)) inline void emit_sub8(__m128i planes, uint64_t m, unsigned j,
-                                                                       uint8_t*& h, uint8_t*& lo,
-                                                                       uint8_t*& hi) {
-  const unsigned mj = static_cast<unsigned>(m >> (8 * j)) & 255u;
-  const __m128i ctrl = _mm_load_si128(reinterpret_cast<const __m128i*>(tables::kCompress16.ctrl[mj]));
-  const __m128i packed = _mm_shuffle_epi8(planes, ctrl);
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(lo), packed);
-  _mm_storeh_pd(reinterpret_cast<double*>(hi), _mm_castsi128_pd(packed));
-  // Position after the group's last change below this sub-group (0 if none): the first gap of the
-  // sub-group is the table's (= its lowest lane) plus 8 j minus that.
-  const unsigned after = 64u - static_cast<unsigned>(_lzcnt_u64(_bzhi_u64(m, 8 * j)));
-  const __m128i gaps = _mm_add_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(tables::kGaps8.gap[mj])),
-                                    _mm_cvtsi32_si128(static_cast<int>((8 * j - after) & 255u)));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(h), gaps);
-  const unsigned k = static_cast<unsigned>(_mm_popcnt_u32(mj));
-  h += k;
-  lo += k;
-  hi += k;
+/// Emits the changes of 8-element sub-group J (0..7) of a group: `planes` holds its elements' bytes as
+/// [lo 0..7 | hi 0..7], `m` the group's 64-bit change mask; the three streams are written at offset `o`
+/// from their bases (they advance together: one byte per change each), and `o` advances by the count.
+/// The sub-group's table entry (kernels/byte_tables.h Emit8) sits at (mask byte J) * 32: one shift and
+/// one and give its address offset, and its control, gaps and count are one load each.
+template <unsigned J>
+PULSE_AVX2_TARGET __attribute__((always_inline)) inline void emit_sub8(__m128i planes, uint64_t m, uint8_t* h,
+                                                                       uint8_t* lo, uint8_t* hi,
+                                                                       uint64_t& o) {
+  const uint64_t at = (J == 0 ? m << 5 : m >> (8 * J - 5)) & 0x1FE0;
+  const uint8_t* e = reinterpret_cast<const uint8_t*>(tables::kEmit8.e) + at;
+  const __m128i packed = _mm_shuffle_epi8(planes, _mm_load_si128(reinterpret_cast<const __m128i*>(e)));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(lo + o), packed);
+  _mm_storeh_pd(reinterpret_cast<double*>(hi + o), _mm_castsi128_pd(packed));
+  // The sub-group's first gap is the table's (the lane of its lowest change) plus the distance from the
+  // group's last change below the sub-group to lane 8 J: the leading zeros of m's bits below 8 J. Byte 0
+  // stays below 72, so the 64-bit add carries nothing into byte 1. Sub-group 0 (and any sub-group with no
+  // change below it) gets a value the group's first gap overwrites.
+  uint64_t gaps = load_le<uint64_t>(e + 16);
+  if (J > 0) gaps += static_cast<uint64_t>(_lzcnt_u64(m << (64 - 8 * J)));
+  store_le(h + o, gaps);
+  o += e[24];
 }
 
 template <bool kDelta, bool kHashA, bool kHashB>
@@ -217,8 +220,8 @@ PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, 
   // Per 128-bit lane: the 8 elements' byte 0, then their byte 1.
   const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8,
                                          10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  uint8_t *h = c.head, *t = c.tail, *lo = c.lo, *hi = c.hi;
-  uint64_t next = c.next, total = 0;
+  uint8_t *const h = c.head, *const lo = c.lo, *const hi = c.hi, *t = c.tail;
+  uint64_t next = c.next, o = 0;  // o: bytes written to head, lo and hi (= changes)
   __m256i acc_a0 = _mm256_setzero_si256(), acc_a1 = acc_a0, acc_b0 = acc_a0, acc_b1 = acc_a0;
   const uint8_t* secret = hash ? hash->secret : nullptr;
   const uint64_t hash_end = hash ? hash->block_bytes : 0;
@@ -277,23 +280,29 @@ PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, 
     const uint64_t m = ~(static_cast<uint64_t>(eq_mask32(va[0], va[1], vb[0], vb[1])) |
                          static_cast<uint64_t>(eq_mask32(va[2], va[3], vb[2], vb[3])) << 32);
     if (m == 0) continue;
-    uint8_t* const h0 = h;
+    const uint64_t o0 = o;
+    __m256i v[4];
     for (int q = 0; q < 4; ++q) {
-      __m256i v = vb[q];
+      v[q] = vb[q];
       if (kDelta) {
         const __m256i d = _mm256_sub_epi16(vb[q], va[q]);
-        v = _mm256_xor_si256(_mm256_slli_epi16(d, 1), _mm256_srai_epi16(d, 15));
+        v[q] = _mm256_xor_si256(_mm256_slli_epi16(d, 1), _mm256_srai_epi16(d, 15));
       }
-      const __m256i planes = _mm256_shuffle_epi8(v, split);
-      emit_sub8(_mm256_castsi256_si128(planes), m, 2 * q, h, lo, hi);
-      emit_sub8(_mm256_extracti128_si256(planes, 1), m, 2 * q + 1, h, lo, hi);
+      v[q] = _mm256_shuffle_epi8(v[q], split);
     }
+    emit_sub8<0>(_mm256_castsi256_si128(v[0]), m, h, lo, hi, o);
+    emit_sub8<1>(_mm256_extracti128_si256(v[0], 1), m, h, lo, hi, o);
+    emit_sub8<2>(_mm256_castsi256_si128(v[1]), m, h, lo, hi, o);
+    emit_sub8<3>(_mm256_extracti128_si256(v[1], 1), m, h, lo, hi, o);
+    emit_sub8<4>(_mm256_castsi256_si128(v[2]), m, h, lo, hi, o);
+    emit_sub8<5>(_mm256_extracti128_si256(v[2], 1), m, h, lo, hi, o);
+    emit_sub8<6>(_mm256_castsi256_si128(v[3]), m, h, lo, hi, o);
+    emit_sub8<7>(_mm256_extracti128_si256(v[3], 1), m, h, lo, hi, o);
     const uint64_t first = start + i + static_cast<uint64_t>(_tzcnt_u64(m));
-    t = put_gap(h0, t, first - next);  // overwrites the group's first head byte
+    t = put_gap(h + o0, t, first - next);  // overwrites the group's first head byte
     next = start + i + 64 - static_cast<uint64_t>(_lzcnt_u64(m));
-    total += static_cast<uint64_t>(h - h0);
   }
-  c.head = h, c.tail = t, c.lo = lo, c.hi = hi, c.next = next;
+  c.head = h + o, c.tail = t, c.lo = lo + o, c.hi = hi + o, c.next = next;
   if (kHashA) {
     _mm256_store_si256(reinterpret_cast<__m256i*>(hash->base->acc), acc_a0);
     _mm256_store_si256(reinterpret_cast<__m256i*>(hash->base->acc + 4), acc_a1);
@@ -302,7 +311,7 @@ PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, 
     _mm256_store_si256(reinterpret_cast<__m256i*>(hash->target->acc), acc_b0);
     _mm256_store_si256(reinterpret_cast<__m256i*>(hash->target->acc + 4), acc_b1);
   }
-  return total;
+  return o;
 }
 
 template <bool kDelta>

@@ -68,7 +68,8 @@ TEST_CASE("diff masks: every variant and the portable kernel agree with an eleme
   CHECK_THROWS_AS(diff_masks(nullptr, nullptr, 0, 3, m.data()), std::invalid_argument);
 }
 
-TEST_CASE("byte tables: compress, gaps and expand controls match their definitions", "[kernels][tables]") {
+TEST_CASE("byte tables: compress, gaps, emit and expand controls match their definitions",
+          "[kernels][tables]") {
   using namespace pulse::kernels::tables;
   for (int m = 0; m < 256; ++m) {
     INFO("mask " << m);
@@ -78,6 +79,9 @@ TEST_CASE("byte tables: compress, gaps and expand controls match their definitio
         CHECK(kCompress16.ctrl[m][k] == l);
         CHECK(kCompress16.ctrl[m][8 + k] == l + 8);
         CHECK(kGaps8.gap[m][k] == l - prev - 1);
+        CHECK(kEmit8.e[m].ctrl[k] == l);
+        CHECK(kEmit8.e[m].ctrl[8 + k] == l + 8);
+        CHECK(kEmit8.e[m].gap[k] == l - prev - 1);
         CHECK(kExpand8.ctrl[m][l] == k);
         prev = l;
         ++k;
@@ -89,6 +93,9 @@ TEST_CASE("byte tables: compress, gaps and expand controls match their definitio
       CHECK(kCompress16.ctrl[m][j] == 0x80);
       CHECK(kCompress16.ctrl[m][8 + j] == 0x80);
       CHECK(kGaps8.gap[m][j] == 0);
+      CHECK(kEmit8.e[m].gap[j] == 0);
     }
+    CHECK(kEmit8.e[m].count == k);
+    CHECK(reinterpret_cast<uintptr_t>(&kEmit8.e[m]) % 32 == 0);
   }
 }
