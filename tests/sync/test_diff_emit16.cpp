@@ -133,6 +133,36 @@ TEST_CASE("diff_emit16: every variant and the portable kernel equal the element-
   }
 }
 
+TEST_CASE("diff_emit16: long gaps right after dense runs equal the element-wise streams", "[sync][emit16]") {
+  // The SIMD kernels predict one-byte first gaps where the previous 4096 elements were dense; gaps of
+  // 127..20000 elements after dense runs (in one call and across calls) must still get their tails.
+  std::mt19937_64 rng(5);
+  std::vector<uint16_t> a, b;
+  for (uint64_t hole : {127ull, 128ull, 129ull, 200ull, 16383ull, 16384ull, 300ull, 20000ull, 1ull}) {
+    for (int i = 0; i < 5000; ++i) {  // a dense run (~30% changed)
+      a.push_back(static_cast<uint16_t>(rng()));
+      b.push_back(rng() % 10 < 3 ? static_cast<uint16_t>(a.back() + 1) : a.back());
+    }
+    for (uint64_t i = 0; i < hole; ++i) {
+      a.push_back(static_cast<uint16_t>(rng()));
+      b.push_back(a.back());
+    }
+    a.push_back(1);
+    b.push_back(2);
+  }
+  for (bool delta : {false, true})
+    for (uint64_t step : {32768ull, 4096ull, 1000ull}) {
+      INFO("delta " << delta << " step " << step);
+      const Streams want = reference(a, b, delta);
+      check_same(run(true, a, b, delta, step), want);
+      for (const char* isa : emit_isas()) {
+        INFO("variant " << isa);
+        EmitIsa use(isa);
+        check_same(run(false, a, b, delta, step), want);
+      }
+    }
+}
+
 TEST_CASE("diff_emit16: huge gaps get full LEB128 tails", "[sync][emit16]") {
   // One change at element 5 of a block that starts `start` elements into the tensor, nothing before it:
   // gap = start + 5. The kernel writes tails of up to 3 bytes without a branch; longer ones take the
