@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 
+#include "app/cmd_bench_kernels.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/job.h"
@@ -111,6 +112,7 @@ int run_cli(int argc, char** argv) {
   bench->require_subcommand(1);
   register_model_bench(*bench);
   register_loco_bench(*bench);
+  register_kernels_bench(*bench);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,174 @@
+// The CPU half of `pulse bench kernels` (bench/kernels/kernels_report.h), measured as bench/kernels_bench.cpp
+// does: one thread, a memcpy of the same input bytes right before every repetition, best of each.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "bench/kernels/kernels_report.h"
+#include "kernels/diff_emit16.h"
+#include "kernels/loco_gate.h"
+#include "kernels/xxh3_long.h"
+
+namespace pulse::bench {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+nlohmann::json row(const char* variant, double changed_pct, double best, double best_copy, double bytes) {
+  return {{"variant", variant},
+          {"changed_pct", changed_pct},
+          {"ms", 1e3 * best},
+          {"gbps", bytes / best / 1e9},
+          {"memcpy_gbps", bytes / best_copy / 1e9},
+          {"ratio", best_copy / best}};
+}
+
+nlohmann::json bench_emit(uint64_t n, int reps) {
+  namespace k = pulse::kernels;
+  std::mt19937_64 rng(1);
+  std::vector<uint16_t> a(n), b(n), copy(n);
+  std::vector<uint8_t> head(k::emit16_room(n)), tail(k::emit16_tail_room(n) + 9 * (n / 32768 + 2)),
+      lo(k::emit16_room(n)), hi(k::emit16_room(n));
+  nlohmann::json rows = nlohmann::json::array();
+  for (double p : {0.07, 0.01}) {
+    std::bernoulli_distribution flip(p);
+    for (uint64_t i = 0; i < n; ++i) {
+      a[i] = static_cast<uint16_t>(rng());
+      b[i] = flip(rng) ? static_cast<uint16_t>(a[i] + (rng() % 2 ? 1 : -1)) : a[i];
+    }
+    const auto* pa = reinterpret_cast<const uint8_t*>(a.data());
+    const auto* pb = reinterpret_cast<const uint8_t*>(b.data());
+    for (const char* isa : {"avx512", "avx2", "portable"}) {
+      if (!k::diff_emit16_force(isa)) {
+        rows.push_back({{"variant", isa}, {"skipped", "this CPU cannot run it"}});
+        continue;
+      }
+      const bool hashed = k::diff_emit16_fuses_hash() && 2 * n >= k::kXxh3LongMinBytes;
+      double best = 1e30, best_copy = 1e30;
+      uint64_t changes = 0;
+      for (int rep = 0; rep < reps; ++rep) {
+        auto t0 = std::chrono::steady_clock::now();
+        std::memcpy(copy.data(), b.data(), 2 * n);
+        best_copy = std::min(best_copy, seconds_since(t0));
+        k::Xxh3LongState sa, sb;
+        k::xxh3_long_init(sa);
+        k::xxh3_long_init(sb);
+        k::Emit16Hash hash{&sa, &sb, k::xxh3_long_block_bytes(2 * n), k::xxh3_default_secret()};
+        k::Emit16Cursor c{head.data(), tail.data(), lo.data(), hi.data(), 0};
+        t0 = std::chrono::steady_clock::now();
+        changes = 0;
+        for (uint64_t start = 0; start < n; start += 32768)
+          changes += k::diff_emit16(pa + 2 * start, pb + 2 * start, start,
+                                    std::min<uint64_t>(32768, n - start), false, c, hashed ? &hash : nullptr);
+        best = std::min(best, seconds_since(t0));
+      }
+      auto r =
+          row(isa, 100.0 * static_cast<double>(changes) / static_cast<double>(n), best, best_copy, 2.0 * n);
+      r["hash"] = hashed ? "both" : "no";
+      rows.push_back(r);
+    }
+  }
+  k::diff_emit16_force(nullptr);
+  return rows;
+}
+
+nlohmann::json bench_gate(uint64_t n, int reps) {
+  namespace k = pulse::kernels;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> weight(0.0f, 0.02f), delta(0.0f, 2e-6f);
+  std::vector<float> g(n), l(n), r(n, 0.0f), value(n), cg(n), cl(n), cr(n);
+  std::vector<uint32_t> index(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    g[i] = weight(rng);
+    l[i] = g[i] + delta(rng);
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const char* isa : {"avx512", "avx2", "portable"}) {
+    if (!k::loco_gate_force(isa)) {
+      rows.push_back({{"variant", isa}, {"skipped", "this CPU cannot run it"}});
+      continue;
+    }
+    double best = 1e30, best_copy = 1e30;
+    uint64_t fired = 0;
+    for (int rep = 0; rep < reps; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      std::memcpy(cg.data(), g.data(), 4 * n);
+      std::memcpy(cl.data(), l.data(), 4 * n);
+      std::memcpy(cr.data(), r.data(), 4 * n);
+      best_copy = std::min(best_copy, seconds_since(t0));
+      std::fill(r.begin(), r.end(), 0.0f);
+      t0 = std::chrono::steady_clock::now();
+      fired = k::loco_gate(g.data(), l.data(), r.data(), n, false, index.data(), value.data()).fired;
+      best = std::min(best, seconds_since(t0));
+    }
+    rows.push_back(
+        row(isa, 100.0 * static_cast<double>(fired) / static_cast<double>(n), best, best_copy, 12.0 * n));
+  }
+  k::loco_gate_force(nullptr);
+  return rows;
+}
+
+}  // namespace
+
+nlohmann::json run_cpu_kernels_bench(const KernelsBenchOptions& o) {
+  return {{"diff_emit16", bench_emit(o.elements, o.reps)},
+          {"diff_emit16_default", pulse::kernels::diff_emit16_isa()},
+          {"loco_gate", bench_gate(std::min<uint64_t>(o.elements, uint64_t{1} << 32), o.reps)},
+          {"loco_gate_default", pulse::kernels::loco_gate_isa()}};
+}
+
+nlohmann::json run_kernels_bench(const KernelsBenchOptions& o) {
+  nlohmann::json out{{"elements", o.elements}, {"reps", o.reps}};
+  out["cpu"] = o.cpu ? run_cpu_kernels_bench(o) : nlohmann::json{{"skipped", "--no-cpu"}};
+  out["gpu"] =
+      o.gpu ? run_gpu_kernels_bench(o) : nlohmann::json{{"available", false}, {"reason", "--no-gpu"}};
+  return out;
+}
+
+std::string kernels_bench_table(const nlohmann::json& r) {
+  std::string s;
+  char line[256];
+  std::snprintf(line, sizeof line, "pulse bench kernels: %llu elements, best of %d\n",
+                static_cast<unsigned long long>(r.value("elements", 0ull)), r.value("reps", 0));
+  s += line;
+  auto rows = [&](const char* title, const nlohmann::json& list) {
+    s += std::string("\n") + title + "\n";
+    std::snprintf(line, sizeof line, "%-28s %8s %9s %9s %11s %7s\n", "kernel / variant", "changed", "ms",
+                  "GB/s", "copy GB/s", "ratio");
+    s += line;
+    for (const auto& x : list) {
+      if (x.contains("skipped")) {
+        s += "  " + x.value("variant", x.value("name", std::string("?"))) + ": skipped (" +
+             x["skipped"].get<std::string>() + ")\n";
+        continue;
+      }
+      const std::string name = x.value("variant", x.value("name", std::string("?")));
+      const double copy =
+          x.contains("memcpy_gbps") ? x["memcpy_gbps"].get<double>() : x.value("copy_gbps", 0.0);
+      const double ratio = x.contains("ratio") ? x["ratio"].get<double>() : x.value("ratio_to_copy", 0.0);
+      std::snprintf(line, sizeof line, "%-28s %7.2f%% %9.3f %9.2f %11.2f %7.2f%s\n", name.c_str(),
+                    x.value("changed_pct", 0.0), x.value("ms", 0.0), x.value("gbps", 0.0), copy, ratio,
+                    x.contains("matches_cpu") ? (x["matches_cpu"].get<bool>() ? "  = cpu" : "  != CPU") : "");
+      s += line;
+    }
+  };
+  if (r["cpu"].contains("diff_emit16")) {
+    rows("CPU diff_emit16 (1 thread, GB/s of the target, vs memcpy of it)", r["cpu"]["diff_emit16"]);
+    rows("CPU loco_gate (1 thread, GB/s of g + l + r, vs memcpy of them)", r["cpu"]["loco_gate"]);
+  }
+  const auto& g = r["gpu"];
+  if (!g.value("available", false)) {
+    s += "\nGPU: not run (" + g.value("reason", std::string("unknown")) + ")\n";
+  } else {
+    s += "\nGPU " + g.value("device", std::string("?")) + ": device-to-device copy " +
+         std::to_string(g.value("d2d_copy_gbps", 0.0)) + " GB/s (read + write)\n";
+    rows("GPU kernels (GB/s = bytes read + written per second)", g["kernels"]);
+  }
+  return s;
+}
+
+}  // namespace pulse::bench
