@@ -40,7 +40,8 @@ double seconds_since(Clock::time_point t0) {
 /// The kernel variants in use, as the table prints them.
 std::string kernel_variants() {
   return std::string("diff_emit16 ") + kernels::diff_emit16_isa() + ", apply " +
-         kernels::apply_kernels_isa() + ", diff_masks " + kernels::diff_masks_isa();
+         kernels::apply_kernels_isa() + ", diff_masks " + kernels::diff_masks_isa() +
+         " (unfused XXH3, memcpy and zstd: their libraries' own dispatch)";
 }
 
 /// Forces every kernel family to the variant `isa` ("" = leave the CPU's fastest) while alive, and back
@@ -420,7 +421,7 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
     opt.base_version = 1;
     opt.target_version = 2;
     opt.model_id = "bench/" + workload;
-    Timing enc, enc_known, dec, dec_trusted;
+    Timing enc, enc_known, enc_raw, dec, dec_trusted;
     std::vector<uint8_t> patch;
     // Best of 3: the steady state of a trainer that encodes every step. The previous patch is freed first,
     // as a trainer's version store evicts old ones, so the new one reuses its (already mapped) memory.
@@ -435,6 +436,13 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
         std::vector<uint8_t> p2;
         enc_known.measure([&] { p2 = sync::encode_patch(base, target, known); });
         r.bit_identical = r.bit_identical && p2 == patch;  // same bytes: the claim was right
+      }
+      // The same encode without the zstd stage (level 0: streams stored raw), to split encode time.
+      {
+        sync::PatchOptions raw = opt;
+        raw.zstd_level = 0;
+        std::vector<uint8_t> p0;
+        enc_raw.measure([&] { p0 = sync::encode_patch(base, target, raw); });
       }
       for (size_t t = 0; t < base.size(); ++t) std::memcpy(work[t].data(), base[t].data, base[t].nbytes);
       bool changed = false;
@@ -469,9 +477,13 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
     if (mode == sync::ValueMode::Absolute) {
       r.patch_bytes_absolute = static_cast<int64_t>(patch.size());
       r.encode_gbps_absolute = e, r.decode_gbps_absolute = d;
+      r.encode_s_absolute = enc.wall, r.encode_raw_s_absolute = enc_raw.wall;
+      r.encode_cpu_s_absolute = enc.cpu, r.encode_raw_cpu_s_absolute = enc_raw.cpu;
     } else {
       r.patch_bytes_delta = static_cast<int64_t>(patch.size());
       r.encode_gbps_delta = e, r.decode_gbps_delta = d;
+      r.encode_s_delta = enc.wall, r.encode_raw_s_delta = enc_raw.wall;
+      r.encode_cpu_s_delta = enc.cpu, r.encode_raw_cpu_s_delta = enc_raw.cpu;
     }
     log << "[" << workload << "] " << (mode == sync::ValueMode::Delta ? "delta" : "absolute") << ": "
         << patch.size() << " bytes, encode " << e << " GB/s (" << ec << " per CPU s), decode " << d
@@ -633,6 +645,22 @@ std::string sync_bench_table(const std::vector<SyncBenchResult>& results) {
         << r.decode_cpu_gbps << " (" << r.decode_cpu_gbps / r.memcpy_cpu_gbps
         << "x), decode with a trusted root " << r.decode_trusted_cpu_gbps << " ("
         << r.decode_trusted_cpu_gbps / r.memcpy_cpu_gbps << "x; wall " << r.decode_trusted_gbps << ")\n";
+    if (r.encode_s_absolute > 0 && r.encode_s_delta > 0) {
+      // zstd stage = encode - the same encode at level 0 (each the best of its repetitions).
+      auto zstd = [](double all, double raw) { return std::max(0.0, all - raw); };
+      auto share = [&](double all, double raw) { return all > 0 ? zstd(all, raw) / all : 0.0; };
+      const double za = share(r.encode_cpu_s_absolute, r.encode_raw_cpu_s_absolute);
+      const double zd = share(r.encode_cpu_s_delta, r.encode_raw_cpu_s_delta);
+      s << std::setprecision(2) << "  encode stages (absolute / delta): scan + emit + hashes + container "
+        << 1e3 * r.encode_raw_s_absolute << " / " << 1e3 * r.encode_raw_s_delta << " ms wall, "
+        << 1e3 * r.encode_raw_cpu_s_absolute << " / " << 1e3 * r.encode_raw_cpu_s_delta << " ms CPU; zstd "
+        << 1e3 * zstd(r.encode_s_absolute, r.encode_raw_s_absolute) << " / "
+        << 1e3 * zstd(r.encode_s_delta, r.encode_raw_s_delta) << " ms wall, "
+        << 1e3 * zstd(r.encode_cpu_s_absolute, r.encode_raw_cpu_s_absolute) << " / "
+        << 1e3 * zstd(r.encode_cpu_s_delta, r.encode_raw_cpu_s_delta) << " ms CPU (" << std::setprecision(0)
+        << 100 * za << "% / " << 100 * zd << "% of encode CPU"
+        << (std::max(za, zd) >= 0.5 ? ": encode is dominated by zstd" : "") << ")\n";
+    }
     s << "  targets: delta/bound " << std::setprecision(3)
       << r.bytes_per_change / std::max(1e-12, r.entropy_bound_bytes_per_change) << " (<= 1.15), ref/delta "
       << static_cast<double>(r.ref_pulse_bytes) / std::max<int64_t>(1, r.patch_bytes_delta)

@@ -57,6 +57,13 @@ struct SyncBenchResult {
   bool bit_identical = false;  ///< both modes reproduce the target exactly
   // Reported in the table only.
   double encode_gbps_absolute = 0, encode_gbps_delta = 0, decode_gbps_absolute = 0, decode_gbps_delta = 0;
+  /// Encode stages, wall seconds (best of the repetitions) per value mode: the whole encode, and the
+  /// same encode with zstd level 0 (scan, emit, hashes and container, streams stored raw); the
+  /// difference is the zstd stage. Table only.
+  double encode_s_absolute = 0, encode_s_delta = 0, encode_raw_s_absolute = 0, encode_raw_s_delta = 0;
+  /// The same four in process CPU seconds (all threads; robust on a loaded machine). Table only.
+  double encode_cpu_s_absolute = 0, encode_cpu_s_delta = 0, encode_raw_cpu_s_absolute = 0,
+         encode_raw_cpu_s_delta = 0;
   std::string note;
   std::string
       kernels;  ///< the variants that ran, e.g. "diff_emit16 avx2, apply avx2, diff_masks avx2". Table only.
