@@ -107,6 +107,7 @@ int run_cli(int argc, char** argv) {
   register_sync_commands(app);
   register_reward_commands(app);
   register_generate_command(app);
+  register_data_commands(app);
   register_launch_command(app, argc, argv);
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);

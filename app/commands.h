@@ -22,6 +22,9 @@ void register_reward_commands(CLI::App& root);
 /// `pulse generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) ...` (app/cmd_generate.cpp).
 void register_generate_command(CLI::App& root);
 
+/// `pulse data fetch|list` (app/cmd_data.cpp): the public datasets, verified and installed.
+void register_data_commands(CLI::App& root);
+
 /// Exit code a subcommand's callback asks for; thrown as pulse::app::Exit{code}.
 struct Exit {
   int code = 0;

@@ -162,6 +162,15 @@ void data_fields(FieldTable& t, Config& c) {
         "share kept for Pass@1 (when eval_path = \"\")",
         real_range(&c.data.held_out_fraction, 0.0, 0.9, true));
   t.add("data", "seed", &c.data.seed, "problem generation and split seed", int_range(&c.data.seed, 0, kMaxI));
+  t.add("data", "eval_split", &c.data.eval_split,
+        "task mbpp: the held-out file's standard split by task_id: all | test (11-510) | validation "
+        "(511-600) | train (601-974) | prompt (1-10); other tasks: all",
+        [&c]() -> std::string {
+          std::string bad = one_of(&c.data.eval_split, {"all", "test", "validation", "train", "prompt"})();
+          if (bad.empty() && c.data.eval_split != "all" && c.data.task != "mbpp")
+            bad = "must be all unless data.task = mbpp (got '" + c.data.eval_split + "')";
+          return bad;
+        });
 }
 
 void sft_fields(FieldTable& t, Config& c) {
@@ -293,6 +302,22 @@ void eval_fields(FieldTable& t, Config& c) {
         int_range(&c.eval.pass_at_1.batch_size, 1, 1 << 20));
   t.add("eval", "max_new_tokens", &c.eval.pass_at_1.sampling.max_new_tokens, "response length cap (tokens)",
         int_range(&c.eval.pass_at_1.sampling.max_new_tokens, 1, 1 << 20));
+  rl::EvalConfig& e = c.eval.pass_at_1;
+  t.add("eval", "greedy", &e.greedy, "greedy decoding, one sample per problem (false: eval.n_samples sampled)",
+        any());
+  t.add("eval", "n_samples", &e.n_samples, "n: samples per problem when not greedy",
+        int_range(&e.n_samples, 1, 1 << 20));
+  t.add("eval", "k", &e.k, "k of pass@k (unbiased estimator, Chen et al. 2021), 1 <= k <= n_samples",
+        [&e]() -> std::string {
+          if (e.k < 1 || e.k > e.n_samples)
+            return "must be in 1..eval.n_samples (" + std::to_string(e.n_samples) + ") (got " +
+                   std::to_string(e.k) + ")";
+          return "";
+        });
+  t.add("eval", "temperature", &e.sampling.temperature, "sampling temperature when not greedy",
+        real_range(&e.sampling.temperature, 0.0, 100.0, true));
+  t.add("eval", "top_p", &e.sampling.top_p, "nucleus mass when not greedy",
+        real_range(&e.sampling.top_p, 0.0, 1.0, true));
   t.add("eval", "before", &c.eval.before, "Pass@1 before GRPO (after SFT)", any());
   t.add("eval", "after", &c.eval.after, "Pass@1 after GRPO", any());
 }

@@ -49,6 +49,7 @@ struct DataSection {
   int64_t max_level = 2;                ///< synthetic difficulty 1..5
   double held_out_fraction = 0.05;      ///< share of the problems kept for Pass@1 (when eval_path is "")
   int64_t seed = 7;                     ///< problem generation and split seed
+  std::string eval_split = "all";       ///< mbpp: the held-out file's standard split (datasets/mbpp_split.h)
 };
 
 /// SFT warm start: the loop (rl/sft.h) and its own optimizer (AdamW, cosine to min_lr_ratio after warmup).
@@ -90,7 +91,7 @@ struct TransportSection {
 
 /// Held-out Pass@1 (rl/eval.h): greedy by default, seeded from derive_seed(run.seed, kSeedEval).
 struct EvalSection {
-  rl::EvalConfig pass_at_1;    ///< eval.batch_size, max_new_tokens
+  rl::EvalConfig pass_at_1;    ///< eval.batch_size, max_new_tokens, greedy, n_samples, k, temperature, top_p
   int64_t max_problems = 128;  ///< held-out problems used for Pass@1 (0 = all)
   bool before = true;          ///< Pass@1 before GRPO (after the SFT warm start)
   bool after = true;           ///< Pass@1 after GRPO

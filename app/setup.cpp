@@ -10,7 +10,9 @@
 #include <regex>
 #include <stdexcept>
 
+#include "datasets/catalog.h"
 #include "datasets/loaders.h"
+#include "datasets/mbpp_split.h"
 #include "datasets/split.h"
 #include "datasets/synthetic.h"
 #include "kernels/splitmix64.h"
@@ -31,7 +33,8 @@ ProblemSets load_problems(const Config& config) {
   const auto& d = config.data;
   auto load_file = [&](const std::string& path) -> std::vector<rl::Problem> {
     if (!fs::exists(path))
-      throw std::runtime_error("data: file '" + path + "' not found (key data.path / data.eval_path)");
+      throw std::runtime_error("data: file '" + path + "' not found (key data.path / data.eval_path)" +
+                               datasets::fetch_hint(path));
     if (d.task == "mbpp") return datasets::load_mbpp_jsonl(path);
     datasets::LoadReport report;  // data errors: skipped with a warning (datasets/loaders.h LoadReport)
     auto problems = d.task == "math" ? datasets::load_math_jsonl(path, &report)
@@ -52,6 +55,7 @@ ProblemSets load_problems(const Config& config) {
   if (!d.eval_path.empty()) {
     sets.train = std::move(all);
     sets.held_out = load_file(d.eval_path);
+    if (d.task == "mbpp") sets.held_out = datasets::mbpp_split(std::move(sets.held_out), d.eval_split);
   } else {
     auto split = datasets::split_problems(std::move(all), d.held_out_fraction, static_cast<uint64_t>(d.seed));
     sets.train = std::move(split.train);

@@ -1,0 +1,153 @@
+// The shipped data configs on a fresh clone: every one validates; a run on a file that has not been fetched
+// names the `pulse data fetch` to run; `pulse data fetch --from` + `pulse eval configs/mbpp-eval.toml` (test
+// split, sampled pass@k) works from a clean folder; configs/qwen2.5-math-grpo.toml takes one GRPO step with
+// ../shared/models/stories260k standing in for the model.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "datasets/loaders.h"
+#include "model/tokenizer.h"
+#include "tests/app/cli_test_util.h"
+#include "tests/app/run_test_util.h"
+#include "tests/test_paths.h"
+
+using pulse::test::shared_path;
+using pulse::test::source_path;
+using pulse::test_cli::pulse_cli;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// chdir for one scope (a fresh clone's view: the configs' relative datasets/data/ paths resolve there).
+struct ScopedCwd {
+  fs::path old = fs::current_path();
+  explicit ScopedCwd(const std::string& dir) { fs::current_path(dir); }
+  ~ScopedCwd() { fs::current_path(old); }
+};
+
+}  // namespace
+
+TEST_CASE("every data config validates with pulse config --check", "[app][data]") {
+  for (const char* cfg : {"configs/math500-eval.toml", "configs/mbpp-eval.toml", "configs/gsm8k-eval.toml",
+                          "configs/mbpp-tiny.toml", "configs/qwen2.5-math-grpo.toml"}) {
+    INFO(cfg);
+    auto r = pulse_cli({"config", "--check", source_path(cfg)});
+    CHECK(r.code == 0);
+    CHECK(r.err.empty());
+  }
+  auto r = pulse_cli({"config", "--check", source_path("configs/mbpp-eval.toml")});
+  CHECK(r.out.find("eval_split = \"test\"") != std::string::npos);
+  CHECK(r.out.find("n_samples = 20") != std::string::npos);
+  auto bad = pulse_cli({"config", "--check", source_path("configs/math500-eval.toml"), "--set", "data.eval_split=test"});
+  CHECK(bad.code != 0);
+  CHECK(bad.err.find("data.eval_split' must be all unless data.task = mbpp") != std::string::npos);
+  auto badk = pulse_cli({"config", "--check", source_path("configs/mbpp-eval.toml"), "--set", "eval.k=21"});
+  CHECK(badk.err.find("eval.k' must be in 1..eval.n_samples (20) (got 21)") != std::string::npos);
+}
+
+TEST_CASE("an eval config on a file not fetched yet names the pulse data fetch to run", "[app][data]") {
+  pulse::test_run::ScopedTempDir clone("data-missing");
+  ScopedCwd cwd(clone.path);
+  const std::pair<const char*, const char*> cases[] = {{"configs/math500-eval.toml", "math500"},
+                                                       {"configs/mbpp-eval.toml", "mbpp"},
+                                                       {"configs/gsm8k-eval.toml", "gsm8k"}};
+  for (const auto& [cfg, name] : cases) {
+    INFO(cfg);
+    auto r = pulse_cli({"eval", source_path(cfg), "--quiet", "--set", "model.path=" + shared_path("models/stories260k"),
+                        "--set", "tokenizer.path=unused"});
+    CHECK(r.code == 1);
+    CHECK(r.err.find("not found (key data.path / data.eval_path) (run `pulse data fetch " + std::string(name) +
+                     "` to download it)") != std::string::npos);
+  }
+  // qwen2.5-math-grpo reads MATH train first.
+  auto r = pulse_cli({"run", source_path("configs/qwen2.5-math-grpo.toml"), "--quiet", "--set", "run.dir=" + clone.path + "/run"});
+  CHECK(r.code == 1);
+  CHECK(r.err.find("datasets/data/math_train.jsonl' not found") != std::string::npos);
+  CHECK(r.err.find("(run `pulse data fetch math` to download it)") != std::string::npos);
+}
+
+TEST_CASE("pulse data fetch --from, then pulse eval configs/mbpp-eval.toml: test split, sampled pass@k",
+          "[app][data]") {
+  pulse::test_run::ScopedTempDir clone("data-mbpp");
+  ScopedCwd cwd(clone.path);
+  auto f = pulse_cli({"data", "fetch", "mbpp", "gsm8k", "--from", shared_path("datasets")});
+  REQUIRE(f.code == 0);
+  CHECK(f.out.find("mbpp: datasets/data/mbpp.jsonl 563743 bytes sha256 ccf64cea") != std::string::npos);
+  CHECK(f.out.find("gsm8k: datasets/data/gsm8k_test.jsonl 749738 bytes") != std::string::npos);
+  auto again = pulse_cli({"data", "fetch", "mbpp"});  // installed: no network needed
+  CHECK(again.code == 0);
+  CHECK(again.out.find("(already installed, verified)") != std::string::npos);
+  auto unknown = pulse_cli({"data", "fetch", "humaneval"});
+  CHECK(unknown.code == 1);
+  CHECK(unknown.err.find("unknown dataset 'humaneval' (known: math500, math, mbpp, gsm8k)") != std::string::npos);
+
+  // A stand-in tokenizer with exactly stories260K's 512 ids (the model samples any of them), trained on the
+  // MBPP prompts.
+  std::vector<std::string> lines;
+  for (const auto& p : pulse::datasets::load_mbpp_jsonl("datasets/data/mbpp.jsonl")) lines.push_back(p.question);
+  pulse::model::train_sentencepiece_bpe(lines, 512, clone.path + "/tok.model", 1);
+  auto r = pulse_cli({"eval", source_path("configs/mbpp-eval.toml"), "--quiet", "--log-json", "--set",
+                      "model.path=" + shared_path("models/stories260k"), "--set", "model.dtype=float32", "--set",
+                      "tokenizer.path=" + clone.path + "/tok.model", "--set", "tokenizer.chat_template=plain",
+                      "--set", "eval.max_problems=3", "--set", "eval.n_samples=4", "--set", "eval.k=2", "--set",
+                      "eval.max_new_tokens=8"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["problems"] == 3);
+  CHECK(j["n"] == 4);
+  CHECK(j["k"] == 2);
+  CHECK(j["infrastructure_errors"] == 0);  // every sample ran in the sandbox
+  // A story model writes no program: every sample fails, pass@1 = pass@2 = 0, 12 samples counted.
+  CHECK(j["pass_at_1"] == 0.0);
+  CHECK(j["pass_at_k"] == 0.0);
+  CHECK(j["by_subject"]["(none)"]["total"] == 12);
+}
+
+TEST_CASE("configs/qwen2.5-math-grpo.toml takes one GRPO step with stories260k standing in", "[app][data]") {
+  pulse::test_run::ScopedTempDir dir("qwen-standin");
+  // The 24 shortest MATH-500 problems (stories260K has 512 positions).
+  std::vector<std::string> rows;
+  std::ifstream in(shared_path("datasets/math500_test.jsonl"));
+  for (std::string line; std::getline(in, line);) rows.push_back(line);
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  std::ofstream out(dir.path + "/short.jsonl");
+  for (size_t i = 0; i < 24; ++i) out << rows[i] << "\n";
+  out.close();
+  const std::string data = dir.path + "/short.jsonl";
+  // The stand-in tokenizer: 512 ids like stories260K, trained on MATH-500 problems and solutions.
+  std::vector<std::string> lines;
+  for (const auto& p : pulse::datasets::load_math_jsonl(shared_path("datasets/math500_test.jsonl"))) {
+    lines.push_back(p.question);
+    lines.push_back(p.solution);
+  }
+  pulse::model::train_sentencepiece_bpe(lines, 512, dir.path + "/tok.model", 1);
+  auto r = pulse_cli({"run", source_path("configs/qwen2.5-math-grpo.toml"), "--quiet", "--set",
+                      "model.path=" + shared_path("models/stories260k"), "--set", "tokenizer.path=" + dir.path + "/tok.model", "--set", "tokenizer.chat_template=plain", "--set", "data.path=" + data,
+                      "--set", "data.eval_path=" + data, "--set", "rl.steps=1", "--set", "rl.prompts_per_step=2",
+                      "--set", "rl.group_size=2", "--set", "rl.max_new_tokens=8", "--set", "eval.before=false", "--set",
+                      "eval.after=false", "--set", "run.threads=1", "--set", "run.dir=" + dir.path + "/run"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  std::ifstream s(dir.path + "/run/summary.json");
+  const auto summary = nlohmann::json::parse(s);
+  CHECK(summary["steps"] == 1);
+  CHECK(summary["bit_identical_every_step"] == true);
+  // The run used the config's RL settings: BF16 compute, lr 1e-6, delta patches.
+  std::ifstream m(dir.path + "/run/metrics.jsonl");
+  std::string row;
+  REQUIRE(std::getline(m, row));
+  const auto metrics = nlohmann::json::parse(row);
+  CHECK(metrics["lr"] == Approx(1e-6));
+  std::ifstream c(dir.path + "/run/config.toml");
+  std::string resolved((std::istreambuf_iterator<char>(c)), std::istreambuf_iterator<char>());
+  CHECK(resolved.find("dtype = \"bfloat16\"") != std::string::npos);
+  CHECK(resolved.find("values = \"delta\"") != std::string::npos);
+}
