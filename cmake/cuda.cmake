@@ -15,7 +15,8 @@
 #   test_kernels_cuda    tests/kernels_cuda/*.cpp: GPU vs CPU reference, bit for bit (skip without a GPU).
 # Always:
 #   pulse_kernels_bench  bench/kernels/*.cpp: `pulse bench kernels` (CPU variants; GPU kernels vs a
-#                        device-to-device cudaMemcpy when built with CUDA and a GPU is present).
+#                        device-to-device cudaMemcpy when built with CUDA and a GPU is present);
+#   kernels_report       the same without LibTorch (bench/kernels/main.cpp).
 # With CUDA, pulse_sync and pulse_kernels_bench get PULSE_CUDA=1 (private: the torch targets' flags, and
 # so their shared precompiled header, stay the same) and sync/gpu_encode.cpp runs on the GPU.
 set(PULSE_CUDA AUTO CACHE STRING "CUDA kernels: AUTO (when nvcc is found), ON (required) or OFF")
@@ -32,6 +33,9 @@ if(NOT PULSE_CUDA STREQUAL "OFF")
   endif()
   if(CMAKE_CUDA_COMPILER)
     set(CMAKE_CUDA_ARCHITECTURES ${PULSE_CUDA_ARCHITECTURES})
+    # The CUDA runtime linked statically: a binary built here runs on a GPU machine without the toolkit
+    # (it needs only a driver new enough for this nvcc's runtime).
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
     if(CCACHE_PROGRAM)
       set(CMAKE_CUDA_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
     endif()
@@ -64,15 +68,17 @@ if(PULSE_HAVE_CUDA)
   target_compile_options(pulse_kernels_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
                                                     ${_pulse_torch_flags})
   target_include_directories(pulse_kernels_cuda PUBLIC ${PROJECT_SOURCE_DIR})
-  target_link_libraries(pulse_kernels_cuda PUBLIC pulse_kernels CUDA::cudart PkgConfig::XXHASH)
+  target_link_libraries(pulse_kernels_cuda PUBLIC pulse_kernels CUDA::cudart_static PkgConfig::XXHASH)
   target_compile_definitions(pulse_sync PRIVATE PULSE_CUDA=1)
   target_link_libraries(pulse_sync PRIVATE pulse_kernels_cuda)
   message(STATUS "PULSE_CUDA: CUDA kernels on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures "
                  "${CMAKE_CUDA_ARCHITECTURES}); LibTorch with CUDA: ${PULSE_TORCH_CUDA}")
 endif()
 
-# `pulse bench kernels` (torch-free; the CLI command in app/ calls it).
+# `pulse bench kernels` (torch-free; the CLI command in app/ calls it), and the same as a torch-free
+# executable `kernels_report` (bench/kernels/main.cpp) that bench/gpu_check.sh can carry to a GPU machine.
 file(GLOB PULSE_KERNELS_BENCH_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/bench/kernels/*.cpp)
+list(REMOVE_ITEM PULSE_KERNELS_BENCH_SOURCES ${PROJECT_SOURCE_DIR}/bench/kernels/main.cpp)
 if(PULSE_KERNELS_BENCH_SOURCES)
   add_library(pulse_kernels_bench STATIC ${PULSE_KERNELS_BENCH_SOURCES})
   target_include_directories(pulse_kernels_bench PUBLIC ${PROJECT_SOURCE_DIR})
@@ -82,6 +88,10 @@ if(PULSE_KERNELS_BENCH_SOURCES)
     target_link_libraries(pulse_kernels_bench PRIVATE pulse_kernels_cuda)
   endif()
   target_link_libraries(pulse_app PUBLIC pulse_kernels_bench)
+  if(EXISTS ${PROJECT_SOURCE_DIR}/bench/kernels/main.cpp)
+    add_executable(kernels_report ${PROJECT_SOURCE_DIR}/bench/kernels/main.cpp)
+    target_link_libraries(kernels_report PRIVATE pulse_kernels_bench)
+  endif()
 endif()
 
 if(PULSE_HAVE_CUDA AND PULSE_BUILD_TESTS)
