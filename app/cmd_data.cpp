@@ -30,7 +30,8 @@ void run_fetch(const DataOptions& o) {
   for (const auto& name : o.names) {
     for (const auto& f : datasets::fetch_dataset(name, opt)) {
       std::cout << name << ": " << f.path << " " << f.bytes << " bytes sha256 " << f.sha256
-                << (f.already_installed ? " (already installed, verified)" : " (installed from " + f.source + ")")
+                << (f.already_installed ? " (already installed, verified)"
+                                        : " (installed from " + f.source + ")")
                 << "\n";
     }
   }
@@ -57,17 +58,21 @@ void register_data_commands(CLI::App& root) {
   auto* data = root.add_subcommand("data", "public datasets: fetch (download, verify, install) and list");
   data->require_subcommand(1);
   auto* fetch = data->add_subcommand(
-      "fetch", "download NAME... (math500, math, mbpp, gsm8k) from upstream, verify SHA-256, install into DIR");
+      "fetch",
+      "download NAME... (math500, math, mbpp, gsm8k) from upstream, verify SHA-256, install into DIR");
   fetch->add_option("names", o->names, "datasets: math500 | math | mbpp | gsm8k")->required();
   fetch->add_option("--dir", o->fetch.dir, "install folder (default datasets/data, ignored by git)");
-  fetch->add_option("--from", o->fetch.from,
-                    "install from local copies in DIR instead of downloading (same verification): the "
-                    "installed names, or MATH.tar / an unpacked MATH/ for math")
+  fetch
+      ->add_option("--from", o->fetch.from,
+                   "install from local copies in DIR instead of downloading (same verification): the "
+                   "installed names, or MATH.tar / an unpacked MATH/ for math")
       ->check(CLI::ExistingDirectory);
-  fetch->add_option("--mirror", o->fetch.mirror, "download BASE/<file> (e.g. BASE/MATH.tar) instead of upstream");
+  fetch->add_option("--mirror", o->fetch.mirror,
+                    "download BASE/<file> (e.g. BASE/MATH.tar) instead of upstream");
   fetch->add_option("--timeout", o->fetch.connect_timeout_s, "connection timeout per download (seconds)");
   fetch->callback([o] { run_fetch(*o); });
-  auto* list = data->add_subcommand("list", "each dataset's sources, files, pinned hashes and whether installed");
+  auto* list =
+      data->add_subcommand("list", "each dataset's sources, files, pinned hashes and whether installed");
   list->add_option("--dir", o->fetch.dir, "install folder (default datasets/data)");
   list->callback([o] { run_list(*o); });
 }

@@ -15,7 +15,8 @@ std::vector<DatasetSpec> build_catalog() {
        {{"https://media.githubusercontent.com/media/openai/prm800k/00811d6de065642a6967b9017d4cee59550c0ef4/"
          "prm800k/math_splits/test.jsonl",
          "math500_test.jsonl"}},
-       {{"math500_test.jsonl", 446564, "35dc41080a3680858b27fa7e0533d2d547825316fc5dafe5d316f4ccc5a06132", 500}},
+       {{"math500_test.jsonl", 446564, "35dc41080a3680858b27fa7e0533d2d547825316fc5dafe5d316f4ccc5a06132",
+         500}},
        "MIT (openai/prm800k; problems from MATH, MIT)",
        "the Git LFS oid (sha256) and size of prm800k math_splits/test.jsonl at commit 00811d6d: the upstream "
        "file's own hash"});
@@ -24,8 +25,10 @@ std::vector<DatasetSpec> build_catalog() {
        "MATH (Hendrycks et al. 2021) train 7500 / test 5000, converted from the release's per-problem files",
        UpstreamFormat::MathTar,
        {{"https://people.eecs.berkeley.edu/~hendrycks/MATH.tar", "MATH.tar"}},
-       {{"math_train.jsonl", 6967673, "d7e240fd221036ddd0d50cc0722c6262f93dbc453f3837bce7cbb59cd6b44205", 7500},
-        {"math_test.jsonl", 4376895, "60a9e8e792878bb6eaea958899cc38e628c59efa3f35b45d4c6695a2fc708382", 5000}},
+       {{"math_train.jsonl", 6967673, "d7e240fd221036ddd0d50cc0722c6262f93dbc453f3837bce7cbb59cd6b44205",
+         7500},
+        {"math_test.jsonl", 4376895, "60a9e8e792878bb6eaea958899cc38e628c59efa3f35b45d4c6695a2fc708382",
+         5000}},
        "MIT (hendrycks/math)",
        "hashes of the converted JSONL (datasets/math_convert.h), equal to the derived files "
        "../shared/datasets/math_{train,test}.jsonl of SOURCES.md, which were converted from the release as "
@@ -42,21 +45,24 @@ std::vector<DatasetSpec> build_catalog() {
        "hash of ../shared/datasets/mbpp.jsonl, the copy SOURCES.md reconstructed from muitiiifruckt/ASE and "
        "checked (length and three windows, not every byte) against google-research@30adf0ec; upstream "
        "publishes no hash"});
-  c.push_back(
-      {"gsm8k",
-       "GSM8K (Cobbe et al. 2021) train 7473 / test 1319",
-       UpstreamFormat::Jsonl,
-       {{"https://raw.githubusercontent.com/openai/grade-school-math/3101c7d5072418e28b9008a6636bde82a006892c/"
-         "grade_school_math/data/train.jsonl",
-         "gsm8k_train.jsonl"},
-        {"https://raw.githubusercontent.com/openai/grade-school-math/3101c7d5072418e28b9008a6636bde82a006892c/"
-         "grade_school_math/data/test.jsonl",
-         "gsm8k_test.jsonl"}},
-       {{"gsm8k_train.jsonl", 4166206, "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465", 7473},
-        {"gsm8k_test.jsonl", 749738, "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14", 1319}},
-       "MIT (openai/grade-school-math)",
-       "hashes of the byte-exact copies in ../shared/datasets (git blobs e4c2ff49 / 7d97154b of "
-       "openai/grade-school-math@3101c7d5)"});
+  c.push_back({"gsm8k",
+               "GSM8K (Cobbe et al. 2021) train 7473 / test 1319",
+               UpstreamFormat::Jsonl,
+               {{"https://raw.githubusercontent.com/openai/grade-school-math/"
+                 "3101c7d5072418e28b9008a6636bde82a006892c/"
+                 "grade_school_math/data/train.jsonl",
+                 "gsm8k_train.jsonl"},
+                {"https://raw.githubusercontent.com/openai/grade-school-math/"
+                 "3101c7d5072418e28b9008a6636bde82a006892c/"
+                 "grade_school_math/data/test.jsonl",
+                 "gsm8k_test.jsonl"}},
+               {{"gsm8k_train.jsonl", 4166206,
+                 "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465", 7473},
+                {"gsm8k_test.jsonl", 749738,
+                 "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14", 1319}},
+               "MIT (openai/grade-school-math)",
+               "hashes of the byte-exact copies in ../shared/datasets (git blobs e4c2ff49 / 7d97154b of "
+               "openai/grade-school-math@3101c7d5)"});
   return c;
 }
 

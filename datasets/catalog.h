@@ -13,10 +13,10 @@ inline constexpr const char* kDefaultDataDir = "datasets/data";
 
 /// One installed file: its name under the data folder (datasets/data/ by default), exact size and hash.
 struct DataFile {
-  std::string name;    ///< e.g. "math500_test.jsonl"
-  uint64_t bytes = 0;  ///< exact size
-  std::string sha256;  ///< lower-case hex of the file bytes
-  int64_t records = 0; ///< JSON lines (for messages)
+  std::string name;     ///< e.g. "math500_test.jsonl"
+  uint64_t bytes = 0;   ///< exact size
+  std::string sha256;   ///< lower-case hex of the file bytes
+  int64_t records = 0;  ///< JSON lines (for messages)
 };
 
 /// How upstream ships a dataset.

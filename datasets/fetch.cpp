@@ -26,6 +26,8 @@ void say(const FetchOptions& opt, const std::string& line) {
 }
 
 std::string local_names(const DatasetSpec& spec) {
+  if (spec.format == UpstreamFormat::MathTar)
+    return "MATH.tar, the unpacked MATH/ folder, or math_train.jsonl + math_test.jsonl";
   std::string s;
   for (const auto& d : spec.downloads) s += (s.empty() ? "" : ", ") + d.local_name;
   return s;
@@ -58,8 +60,9 @@ std::vector<Obtained> download_all(const DatasetSpec& spec, const FetchOptions& 
     try {
       raw.push_back({http_get(url, opt.connect_timeout_s, opt.read_timeout_s), url});
     } catch (const std::runtime_error& e) {
-      throw std::runtime_error(spec.name + ": " + e.what() + ". No network? Copy the files here and run `pulse data fetch " +
-                               spec.name + " --from DIR` (DIR holding " + local_names(spec) + ")");
+      throw std::runtime_error(spec.name + ": " + e.what() +
+                               ". No network? Copy the files here and run `pulse data fetch " + spec.name +
+                               " --from DIR` (DIR holding " + local_names(spec) + ")");
     }
     if (raw.back().bytes.rfind("version https://git-lfs.github.com/spec", 0) == 0)
       throw std::runtime_error(spec.name + ": " + url + " returned a Git LFS pointer, not the data");
@@ -73,7 +76,8 @@ std::vector<Obtained> read_local(const DatasetSpec& spec, const FetchOptions& op
   auto read = [](const std::string& path) { return Obtained{sync::read_file(path), path}; };
   std::vector<Obtained> out;
   bool all_present = true;
-  for (const auto& f : spec.files) all_present = all_present && fs::is_regular_file(fs::path(opt.from) / f.name);
+  for (const auto& f : spec.files)
+    all_present = all_present && fs::is_regular_file(fs::path(opt.from) / f.name);
   if (all_present) {
     for (const auto& f : spec.files) out.push_back(read((fs::path(opt.from) / f.name).string()));
     return out;
@@ -101,8 +105,10 @@ void verify(const DatasetSpec& spec, const DataFile& f, const Obtained& got) {
   if (sha == f.sha256 && got.bytes.size() == f.bytes) return;
   throw std::runtime_error(spec.name + ": " + got.source + ": " + f.name + " has sha256 " + sha + " (" +
                            std::to_string(got.bytes.size()) + " bytes), expected " + f.sha256 + " (" +
-                           std::to_string(f.bytes) + " bytes): corrupted or a different version; nothing "
-                           "installed (pinned: " + spec.pin + ")");
+                           std::to_string(f.bytes) +
+                           " bytes): corrupted or a different version; nothing "
+                           "installed (pinned: " +
+                           spec.pin + ")");
 }
 
 }  // namespace

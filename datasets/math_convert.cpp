@@ -101,8 +101,9 @@ std::map<std::string, std::string> math_release_to_jsonl(const std::vector<TarEn
     records.push_back(convert_one(f, m, where));
   }
   if (records.empty())
-    throw std::runtime_error(source + ": no MATH problem files (expected <split>/<subject>/<n>.json, e.g. "
-                                      "MATH/test/algebra/1.json)");
+    throw std::runtime_error(source +
+                             ": no MATH problem files (expected <split>/<subject>/<n>.json, e.g. "
+                             "MATH/test/algebra/1.json)");
   std::sort(records.begin(), records.end(), [](const MathRecord& a, const MathRecord& b) {
     return std::tie(a.split, a.subject_dir, a.n) < std::tie(b.split, b.subject_dir, b.n);
   });

@@ -18,7 +18,8 @@ std::vector<Problem> mbpp_split(std::vector<Problem> problems, const std::string
   else if (split == "train")
     range = {601, 974};
   else
-    throw std::invalid_argument("mbpp split '" + split + "' is not one of all, test, validation, train, prompt");
+    throw std::invalid_argument("mbpp split '" + split +
+                                "' is not one of all, test, validation, train, prompt");
   std::vector<Problem> out;
   for (auto& p : problems) {
     size_t used = 0;

@@ -17,7 +17,7 @@ std::string py_json_string(const std::string& utf8);
 /// One value of a py_json_object: a string, an integer, or null (std::nullopt).
 struct PyJsonValue {
   enum class Kind { String, Int, Null } kind = Kind::Null;
-  std::string text;  ///< String
+  std::string text;      ///< String
   long long number = 0;  ///< Int
   static PyJsonValue str(std::string s) { return {Kind::String, std::move(s), 0}; }
   static PyJsonValue integer(long long v) { return {Kind::Int, "", v}; }

@@ -21,12 +21,14 @@ class Sha256 {
       throw std::runtime_error("sha256: EVP_DigestInit_ex failed");
   }
   void update(const void* data, size_t n) {
-    if (EVP_DigestUpdate(ctx_.get(), data, n) != 1) throw std::runtime_error("sha256: EVP_DigestUpdate failed");
+    if (EVP_DigestUpdate(ctx_.get(), data, n) != 1)
+      throw std::runtime_error("sha256: EVP_DigestUpdate failed");
   }
   std::string hex() {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
-    if (EVP_DigestFinal_ex(ctx_.get(), md, &len) != 1) throw std::runtime_error("sha256: EVP_DigestFinal_ex failed");
+    if (EVP_DigestFinal_ex(ctx_.get(), md, &len) != 1)
+      throw std::runtime_error("sha256: EVP_DigestFinal_ex failed");
     static const char* digits = "0123456789abcdef";
     std::string out;
     for (unsigned int i = 0; i < len; ++i) {

@@ -80,7 +80,8 @@ std::vector<TarEntry> read_tar(const std::string& bytes, const std::string& sour
     if (sum != stored_sum) throw fail("checksum mismatch (not a tar archive, or corrupted)");
     if (!parse_number(h + 124, 12, &size)) throw fail("unreadable size field");
     const size_t data_off = off + kBlock;
-    if (size > bytes.size() - data_off) throw fail("member of " + std::to_string(size) + " bytes is truncated");
+    if (size > bytes.size() - data_off)
+      throw fail("member of " + std::to_string(size) + " bytes is truncated");
     const std::string body = bytes.substr(data_off, static_cast<size_t>(size));
     const char type = h[156];
     std::string path = field(h, 100);

@@ -45,7 +45,8 @@ TEST_CASE("every data config validates with pulse config --check", "[app][data]"
   auto r = pulse_cli({"config", "--check", source_path("configs/mbpp-eval.toml")});
   CHECK(r.out.find("eval_split = \"test\"") != std::string::npos);
   CHECK(r.out.find("n_samples = 20") != std::string::npos);
-  auto bad = pulse_cli({"config", "--check", source_path("configs/math500-eval.toml"), "--set", "data.eval_split=test"});
+  auto bad = pulse_cli(
+      {"config", "--check", source_path("configs/math500-eval.toml"), "--set", "data.eval_split=test"});
   CHECK(bad.code != 0);
   CHECK(bad.err.find("data.eval_split' must be all unless data.task = mbpp") != std::string::npos);
   auto badk = pulse_cli({"config", "--check", source_path("configs/mbpp-eval.toml"), "--set", "eval.k=21"});
@@ -60,14 +61,15 @@ TEST_CASE("an eval config on a file not fetched yet names the pulse data fetch t
                                                        {"configs/gsm8k-eval.toml", "gsm8k"}};
   for (const auto& [cfg, name] : cases) {
     INFO(cfg);
-    auto r = pulse_cli({"eval", source_path(cfg), "--quiet", "--set", "model.path=" + shared_path("models/stories260k"),
-                        "--set", "tokenizer.path=unused"});
+    auto r = pulse_cli({"eval", source_path(cfg), "--quiet", "--set",
+                        "model.path=" + shared_path("models/stories260k"), "--set", "tokenizer.path=unused"});
     CHECK(r.code == 1);
-    CHECK(r.err.find("not found (key data.path / data.eval_path) (run `pulse data fetch " + std::string(name) +
-                     "` to download it)") != std::string::npos);
+    CHECK(r.err.find("not found (key data.path / data.eval_path) (run `pulse data fetch " +
+                     std::string(name) + "` to download it)") != std::string::npos);
   }
   // qwen2.5-math-grpo reads MATH train first.
-  auto r = pulse_cli({"run", source_path("configs/qwen2.5-math-grpo.toml"), "--quiet", "--set", "run.dir=" + clone.path + "/run"});
+  auto r = pulse_cli({"run", source_path("configs/qwen2.5-math-grpo.toml"), "--quiet", "--set",
+                      "run.dir=" + clone.path + "/run"});
   CHECK(r.code == 1);
   CHECK(r.err.find("datasets/data/math_train.jsonl' not found") != std::string::npos);
   CHECK(r.err.find("(run `pulse data fetch math` to download it)") != std::string::npos);
@@ -86,18 +88,25 @@ TEST_CASE("pulse data fetch --from, then pulse eval configs/mbpp-eval.toml: test
   CHECK(again.out.find("(already installed, verified)") != std::string::npos);
   auto unknown = pulse_cli({"data", "fetch", "humaneval"});
   CHECK(unknown.code == 1);
-  CHECK(unknown.err.find("unknown dataset 'humaneval' (known: math500, math, mbpp, gsm8k)") != std::string::npos);
+  CHECK(unknown.err.find("unknown dataset 'humaneval' (known: math500, math, mbpp, gsm8k)") !=
+        std::string::npos);
 
   // A stand-in tokenizer with exactly stories260K's 512 ids (the model samples any of them), trained on the
   // MBPP prompts.
   std::vector<std::string> lines;
-  for (const auto& p : pulse::datasets::load_mbpp_jsonl("datasets/data/mbpp.jsonl")) lines.push_back(p.question);
+  for (const auto& p : pulse::datasets::load_mbpp_jsonl("datasets/data/mbpp.jsonl"))
+    lines.push_back(p.question);
   pulse::model::train_sentencepiece_bpe(lines, 512, clone.path + "/tok.model", 1);
-  auto r = pulse_cli({"eval", source_path("configs/mbpp-eval.toml"), "--quiet", "--log-json", "--set",
-                      "model.path=" + shared_path("models/stories260k"), "--set", "model.dtype=float32", "--set",
-                      "tokenizer.path=" + clone.path + "/tok.model", "--set", "tokenizer.chat_template=plain",
-                      "--set", "eval.max_problems=3", "--set", "eval.n_samples=4", "--set", "eval.k=2", "--set",
-                      "eval.max_new_tokens=8"});
+  auto r = pulse_cli({"eval",    source_path("configs/mbpp-eval.toml"),
+                      "--quiet", "--log-json",
+                      "--set",   "model.path=" + shared_path("models/stories260k"),
+                      "--set",   "model.dtype=float32",
+                      "--set",   "tokenizer.path=" + clone.path + "/tok.model",
+                      "--set",   "tokenizer.chat_template=plain",
+                      "--set",   "eval.max_problems=3",
+                      "--set",   "eval.n_samples=4",
+                      "--set",   "eval.k=2",
+                      "--set",   "eval.max_new_tokens=8"});
   INFO(r.err);
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.out);
@@ -117,7 +126,8 @@ TEST_CASE("configs/qwen2.5-math-grpo.toml takes one GRPO step with stories260k s
   std::vector<std::string> rows;
   std::ifstream in(shared_path("datasets/math500_test.jsonl"));
   for (std::string line; std::getline(in, line);) rows.push_back(line);
-  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.size() < b.size(); });
   std::ofstream out(dir.path + "/short.jsonl");
   for (size_t i = 0; i < 24; ++i) out << rows[i] << "\n";
   out.close();
@@ -129,11 +139,35 @@ TEST_CASE("configs/qwen2.5-math-grpo.toml takes one GRPO step with stories260k s
     lines.push_back(p.solution);
   }
   pulse::model::train_sentencepiece_bpe(lines, 512, dir.path + "/tok.model", 1);
-  auto r = pulse_cli({"run", source_path("configs/qwen2.5-math-grpo.toml"), "--quiet", "--set",
-                      "model.path=" + shared_path("models/stories260k"), "--set", "tokenizer.path=" + dir.path + "/tok.model", "--set", "tokenizer.chat_template=plain", "--set", "data.path=" + data,
-                      "--set", "data.eval_path=" + data, "--set", "rl.steps=1", "--set", "rl.prompts_per_step=2",
-                      "--set", "rl.group_size=2", "--set", "rl.max_new_tokens=8", "--set", "eval.before=false", "--set",
-                      "eval.after=false", "--set", "run.threads=1", "--set", "run.dir=" + dir.path + "/run"});
+  auto r = pulse_cli({"run",
+                      source_path("configs/qwen2.5-math-grpo.toml"),
+                      "--quiet",
+                      "--set",
+                      "model.path=" + shared_path("models/stories260k"),
+                      "--set",
+                      "tokenizer.path=" + dir.path + "/tok.model",
+                      "--set",
+                      "tokenizer.chat_template=plain",
+                      "--set",
+                      "data.path=" + data,
+                      "--set",
+                      "data.eval_path=" + data,
+                      "--set",
+                      "rl.steps=1",
+                      "--set",
+                      "rl.prompts_per_step=2",
+                      "--set",
+                      "rl.group_size=2",
+                      "--set",
+                      "rl.max_new_tokens=8",
+                      "--set",
+                      "eval.before=false",
+                      "--set",
+                      "eval.after=false",
+                      "--set",
+                      "run.threads=1",
+                      "--set",
+                      "run.dir=" + dir.path + "/run"});
   INFO(r.err);
   REQUIRE(r.code == 0);
   std::ifstream s(dir.path + "/run/summary.json");

@@ -63,11 +63,10 @@ inline std::vector<std::string> jsonl_lines(const std::string& path, size_t limi
 /// answer is not in the release and must be recomputed by the conversion).
 inline void write_release_file(const std::string& root, const std::string& jsonl_row) {
   const auto rec = nlohmann::json::parse(jsonl_row);
-  const std::string level = rec["level"].is_null() ? "Level ?" : "Level " + std::to_string(rec["level"].get<int>());
-  nlohmann::json file = {{"problem", rec["problem"]},
-                         {"level", level},
-                         {"type", rec["subject"]},
-                         {"solution", rec["solution"]}};
+  const std::string level =
+      rec["level"].is_null() ? "Level ?" : "Level " + std::to_string(rec["level"].get<int>());
+  nlohmann::json file = {
+      {"problem", rec["problem"]}, {"level", level}, {"type", rec["subject"]}, {"solution", rec["solution"]}};
   spit(root + "/MATH/" + rec["unique_id"].get<std::string>(), file.dump(4));
 }
 

@@ -69,11 +69,12 @@ TEST_CASE("py_json writes what Python's json.dumps writes", "[datasets][fetch]")
   CHECK(py_json_string("a\"b\\c\n\r\t\b\f\x01\x7f \xC3\xA9\xE2\x88\x9E\xF0\x9F\x98\x80 ~") ==
         R"("a\"b\\c\n\r\t\b\f\u0001\u007f \u00e9\u221e\ud83d\ude00 ~")");
   // python3 -c 'import json; print(json.dumps({"problem": "x", "level": None, "n": 5}))'
-  CHECK(py_json_object({{"problem", PyJsonValue::str("x")}, {"level", PyJsonValue::null()},
+  CHECK(py_json_object({{"problem", PyJsonValue::str("x")},
+                        {"level", PyJsonValue::null()},
                         {"n", PyJsonValue::integer(5)}}) == R"({"problem": "x", "level": null, "n": 5})");
   CHECK_THROWS_WITH(py_json_string("ok\xC3"), Catch::Contains("byte offset 2"));
   CHECK_THROWS_WITH(py_json_string("\xED\xA0\x80"), Catch::Contains("invalid UTF-8"));  // a lone surrogate
-  CHECK_THROWS(py_json_string("\xC0\xAF"));                                              // overlong '/'
+  CHECK_THROWS(py_json_string("\xC0\xAF"));                                             // overlong '/'
 }
 
 TEST_CASE("math_answer_from_solution reproduces the answer of every real MATH record", "[datasets][fetch]") {
@@ -113,7 +114,8 @@ TEST_CASE("MATH conversion round trip: real rows -> release files -> tar -> the 
   for (const auto& line : pulse::test::jsonl_lines(shared_path("datasets/math_train.jsonl"))) {
     const auto rec = nlohmann::json::parse(line);
     const std::string id = rec["unique_id"];
-    if (train_rows.size() < 40 || rec["level"].is_null() || rec["answer"].is_null()) train_rows.push_back(line);
+    if (train_rows.size() < 40 || rec["level"].is_null() || rec["answer"].is_null())
+      train_rows.push_back(line);
   }
   REQUIRE(train_rows.size() == 44);
   for (const auto& r : test_rows) pulse::test::write_release_file(tmp.path(), r);
@@ -148,7 +150,8 @@ TEST_CASE("MATH conversion of the whole release reproduces the pinned math_train
           "[datasets][fetch]") {
   TempFolder src("mathfull"), dst("mathfull_dst");
   for (const char* f : {"datasets/math_train.jsonl", "datasets/math_test.jsonl"})
-    for (const auto& row : pulse::test::jsonl_lines(shared_path(f))) pulse::test::write_release_file(src.path(), row);
+    for (const auto& row : pulse::test::jsonl_lines(shared_path(f)))
+      pulse::test::write_release_file(src.path(), row);
   make_tar(src / "MATH.tar", src.path(), "MATH");
   fs::remove_all(src / "MATH");  // --from finds MATH.tar only
   FetchOptions opt;
@@ -211,7 +214,8 @@ TEST_CASE("corrupted copies are refused and nothing is installed", "[datasets][f
   // MATH: one problem file's solution edited inside the release -> converted hash differs -> refused.
   TempFolder rel("bad_math");
   for (const char* f : {"datasets/math_train.jsonl", "datasets/math_test.jsonl"})
-    for (const auto& row : pulse::test::jsonl_lines(shared_path(f))) pulse::test::write_release_file(rel.path(), row);
+    for (const auto& row : pulse::test::jsonl_lines(shared_path(f)))
+      pulse::test::write_release_file(rel.path(), row);
   const std::string victim = rel / "MATH/test/algebra/1.json";
   auto j = nlohmann::json::parse(slurp(victim));
   j["solution"] = j["solution"].get<std::string>() + " ";
@@ -230,18 +234,20 @@ TEST_CASE("corrupted copies are refused and nothing is installed", "[datasets][f
   tar[at + 20] = tar[at + 20] == 'x' ? 'y' : 'x';
   spit(tar_dir / "MATH.tar", tar);
   opt.from = tar_dir.path();
-  CHECK_THROWS_WITH(fetch_dataset("math", opt), Catch::Contains("MATH.tar (converted, ") &&
-                                                    Catch::Contains("nothing installed"));
+  CHECK_THROWS_WITH(fetch_dataset("math", opt),
+                    Catch::Contains("MATH.tar (converted, ") && Catch::Contains("nothing installed"));
   CHECK(count_files(dst.path()) == 0);
   // A damaged tar header is named by its offset.
   tar[0] ^= 0x01;  // the first header's name: its checksum no longer matches
-  CHECK_THROWS_WITH(read_tar(tar, "MATH.tar"), Catch::Contains("MATH.tar: tar header at byte offset 0: checksum"));
+  CHECK_THROWS_WITH(read_tar(tar, "MATH.tar"),
+                    Catch::Contains("MATH.tar: tar header at byte offset 0: checksum"));
 
   // --from a folder without the files names what it looked for.
   TempFolder empty("empty");
   opt.from = empty.path();
-  CHECK_THROWS_WITH(fetch_dataset("math", opt), Catch::Contains("math_train.jsonl + math_test.jsonl, MATH.tar "
-                                                                "or a MATH/ folder"));
+  CHECK_THROWS_WITH(fetch_dataset("math", opt),
+                    Catch::Contains("math_train.jsonl + math_test.jsonl, MATH.tar "
+                                    "or a MATH/ folder"));
   CHECK(count_files(dst.path()) == 0);
 }
 
@@ -251,19 +257,26 @@ TEST_CASE("a download that cannot connect fails at once, naming the URL and --fr
   opt.dir = dst.path();
   opt.mirror = "http://127.0.0.1:1";  // nothing listens on port 1: refused at once, like a machine offline
   const auto t0 = std::chrono::steady_clock::now();
-  CHECK_THROWS_WITH(fetch_dataset("gsm8k", opt),
-                    Catch::Contains("cannot download http://127.0.0.1:1/gsm8k_train.jsonl") &&
-                        Catch::Contains("pulse data fetch gsm8k --from DIR") &&
-                        Catch::Contains("gsm8k_train.jsonl, gsm8k_test.jsonl"));
+  CHECK_THROWS_WITH(
+      fetch_dataset("gsm8k", opt),
+      Catch::Contains("cannot download http://127.0.0.1:1/gsm8k_train.jsonl: could not connect") &&
+          Catch::Contains("pulse data fetch gsm8k --from DIR") &&
+          Catch::Contains("gsm8k_train.jsonl, gsm8k_test.jsonl"));
+  CHECK_THROWS_WITH(
+      fetch_dataset("math", opt),
+      Catch::Contains("cannot download http://127.0.0.1:1/MATH.tar: could not connect") &&
+          Catch::Contains("`pulse data fetch math --from DIR` (DIR holding MATH.tar, the unpacked "
+                          "MATH/ folder, or math_train.jsonl + math_test.jsonl)"));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
   CHECK(count_files(dst.path()) == 0);
   // The catalog's own URL in the message: the same path with a spec whose URL is unreachable.
   DatasetSpec spec = find_dataset("math500");
   spec.downloads[0].url = "https://127.0.0.1:1/prm800k/math_splits/test.jsonl";
   opt.mirror.clear();
-  CHECK_THROWS_WITH(fetch_dataset(spec, opt), Catch::Contains("math500: cannot download "
-                                                              "https://127.0.0.1:1/prm800k/math_splits/test.jsonl") &&
-                                                  Catch::Contains("--from DIR` (DIR holding math500_test.jsonl)"));
+  CHECK_THROWS_WITH(fetch_dataset(spec, opt),
+                    Catch::Contains("math500: cannot download "
+                                    "https://127.0.0.1:1/prm800k/math_splits/test.jsonl") &&
+                        Catch::Contains("--from DIR` (DIR holding math500_test.jsonl)"));
 }
 
 TEST_CASE("the catalog names upstream sources and a missing data file's hint names the fetch to run",
@@ -272,10 +285,12 @@ TEST_CASE("the catalog names upstream sources and a missing data file's hint nam
   CHECK(find_dataset("math").downloads[0].url == "https://people.eecs.berkeley.edu/~hendrycks/MATH.tar");
   CHECK(find_dataset("mbpp").downloads[0].url.find("google-research/google-research/") != std::string::npos);
   CHECK(find_dataset("gsm8k").downloads.size() == 2);
-  CHECK_THROWS_WITH(find_dataset("humaneval"), "unknown dataset 'humaneval' (known: math500, math, mbpp, gsm8k)");
+  CHECK_THROWS_WITH(find_dataset("humaneval"),
+                    "unknown dataset 'humaneval' (known: math500, math, mbpp, gsm8k)");
   CHECK(fetch_hint("datasets/data/math500_test.jsonl") == " (run `pulse data fetch math500` to download it)");
   CHECK(fetch_hint("./datasets/data/mbpp.jsonl") == " (run `pulse data fetch mbpp` to download it)");
-  CHECK(fetch_hint("/data/x/gsm8k_test.jsonl") == " (run `pulse data fetch gsm8k --dir /data/x` to download it)");
+  CHECK(fetch_hint("/data/x/gsm8k_test.jsonl") ==
+        " (run `pulse data fetch gsm8k --dir /data/x` to download it)");
   CHECK(fetch_hint("datasets/data/mine.jsonl").empty());
 }
 
