@@ -12,7 +12,8 @@
 # Targets (when CUDA is on):
 #   pulse_kernels_cuda   kernels/*.cu: BF16 cast + diff + compaction, varint-gap apply with device-side
 #                        validation, PULSELoCo gate, XXH3 of device memory (torch-free, raw pointers).
-#   test_kernels_cuda    tests/kernels_cuda/*.cpp: GPU vs CPU reference, bit for bit (skip without a GPU).
+#   test_kernels_cuda    tests/kernels_cuda/*.cpp: GPU vs CPU reference, bit for bit, kernels and the
+#                        device-side encoder sync/gpu_encode.h (skip with a message without a GPU).
 # Always:
 #   pulse_kernels_bench  bench/kernels/*.cpp: `pulse bench kernels` (CPU variants; GPU kernels vs a
 #                        device-to-device cudaMemcpy when built with CUDA and a GPU is present);
@@ -98,7 +99,7 @@ if(PULSE_HAVE_CUDA AND PULSE_BUILD_TESTS)
   file(GLOB _cuda_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/kernels_cuda/*.cpp)
   if(_cuda_tests)
     add_executable(test_kernels_cuda ${_cuda_tests})
-    target_link_libraries(test_kernels_cuda PRIVATE pulse_catch_main pulse_kernels_cuda pulse_kernels)
+    target_link_libraries(test_kernels_cuda PRIVATE pulse_catch_main pulse_kernels_cuda pulse_kernels pulse_sync)
     catch_discover_tests(test_kernels_cuda WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTIES TIMEOUT 900)
   endif()
 endif()

@@ -46,7 +46,8 @@ size_t emit16_cuda_workspace_bytes(uint64_t n);
 /// One tensor of n 2-byte elements on the current device:
 ///   master   FP32[n] (device) or nullptr. Given: target[i] = BF16_RNE(master[i]) is written (the cast of
 ///            the masters) and compared with prev. nullptr: target is read only (a BF16 vs BF16 diff).
-///   prev     the previous bit patterns [n] (device, read only; must not overlap target)
+///   prev     the previous bit patterns [n] (device, read only); may equal target when master is given
+///            (in place: each element is read before the cast overwrites it), else must not overlap it
 ///   target   [n] (device): written with master, read without
 ///   delta    store zigzag(target - prev) instead of the target's bit pattern
 ///   out      the streams (device, room as documented at Emit16Streams)

@@ -1,0 +1,268 @@
+#include "sync/gpu_encode.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "sync/hash.h"
+#include "sync/index_coding.h"
+#include "sync/parallel.h"
+#include "sync/patch_container.h"
+#include "sync/value_coding.h"
+
+#ifdef PULSE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/diff_emit16_cuda.h"
+#include "kernels/xxh3_cuda.h"
+#endif
+
+namespace pulse::sync {
+
+#ifndef PULSE_CUDA
+
+bool cuda_encode_available(std::string* why) {
+  if (why) *why = "this pulse was built without CUDA (PULSE_CUDA=OFF or no nvcc at configure time)";
+  return false;
+}
+
+std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>&, const PatchOptions&, CUstream_st*) {
+  std::string why;
+  cuda_encode_available(&why);
+  throw PatchError("encode_patch_cuda: " + why);
+}
+
+#else
+
+namespace {
+
+namespace kc = pulse::kernels::cuda;
+
+// Must equal sync/patch_encode.cpp's group size (FORMAT.md, format version 2): the tests compare the bytes.
+constexpr uint64_t kGroupTensorBytes = 4u << 20;
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("encode_patch_cuda: ") + what + ": " + cudaGetErrorString(e));
+}
+
+/// A device allocation freed on destruction.
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t bytes) { cuda_check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  uint8_t* bytes() const { return static_cast<uint8_t*>(p); }
+};
+
+/// One tensor's streams on the host, laid out as sync/patch_encode.cpp's EncodedTensor.
+struct HostTensor {
+  PatchTensorInfo info;
+  std::vector<uint8_t> index;      ///< head + tail (varint), bitmap, or empty (dense)
+  std::vector<uint8_t> planes[2];  ///< value planes lo, hi
+  uint64_t head_bytes = 0;         ///< varint: heads in `index`
+  uint64_t base_hash = 0;
+};
+
+template <typename T>
+void down(std::vector<T>& v, const void* src, uint64_t count, cudaStream_t s) {
+  v.resize(count);
+  if (count) cuda_check(cudaMemcpyAsync(v.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost, s), "copy");
+}
+
+/// The device scan of one tensor, then encode_tensor_typed's coding choice on the host.
+void encode_one(const DeviceTensor& t, uint64_t n, bool delta, bool hash_base, int force_coding,
+                cudaStream_t s, DeviceBuffer& head, DeviceBuffer& tail, DeviceBuffer& lo, DeviceBuffer& hi,
+                DeviceBuffer& ws, size_t ws_bytes, HostTensor& out) {
+  uint16_t* target = t.master ? t.weights : const_cast<uint16_t*>(t.target);
+  if (hash_base) out.base_hash = kc::xxh3_64_cuda(t.weights, 2 * n, ws.p, ws_bytes, s);
+  kc::Emit16Totals totals;
+  // With masters the cast writes the new version over the old one in place (each element is read before
+  // it is written, by the same thread).
+  kc::cast_diff_emit16_cuda(t.master, t.weights, target, n, delta,
+                            kc::Emit16Streams{head.bytes(), tail.bytes(), lo.bytes(), hi.bytes()}, ws.p,
+                            ws_bytes, &totals, s);
+  cuda_check(cudaStreamSynchronize(s), "scan");
+  const uint64_t k = totals.changed;
+  out.info.target_hash = kc::xxh3_64_cuda(target, 2 * n, ws.p, ws_bytes, s);
+  std::vector<uint8_t> heads, tails;
+  down(heads, head.p, k, s);
+  down(tails, tail.p, totals.tail_bytes, s);
+  down(out.planes[0], lo.p, k, s);
+  down(out.planes[1], hi.p, k, s);
+  cuda_check(cudaStreamSynchronize(s), "stream copies");
+
+  const uint64_t sparse_values = value_stream_bytes(delta, k, 2);
+  const uint64_t varint_total = k + tails.size() + sparse_values;
+  const uint64_t bitmap_total = bitmap_bytes(n) + sparse_values;
+  const uint64_t dense_total = value_stream_bytes(delta, n, 2);
+  uint8_t coding = kIndexVarintGaps;
+  uint64_t best = varint_total;
+  if (bitmap_total < best) coding = kIndexBitmap, best = bitmap_total;
+  if (dense_total < best) coding = kIndexDense;
+  if (force_coding >= 0) coding = static_cast<uint8_t>(force_coding);
+  out.info.changed = k;
+  out.info.index_coding = coding;
+  out.index = std::move(heads);
+  out.index.insert(out.index.end(), tails.begin(), tails.end());
+  if (coding == kIndexBitmap || (coding == kIndexDense && delta)) {
+    PositionIter it(kIndexVarintGaps, out.index.data(), out.index.size(), k, n);
+    std::vector<uint8_t> bitmap, dense[2];
+    if (coding == kIndexBitmap) bitmap.assign(bitmap_bytes(n), 0);
+    if (coding == kIndexDense) dense[0].assign(n, 0), dense[1].assign(n, 0);  // delta 0 where unchanged
+    uint64_t j = 0;
+    for (uint64_t pos; (pos = it.next()) != UINT64_MAX; ++j) {
+      if (coding == kIndexBitmap) {
+        bitmap[pos >> 3] |= static_cast<uint8_t>(1u << (pos & 7));
+      } else {
+        dense[0][pos] = out.planes[0][j];
+        dense[1][pos] = out.planes[1][j];
+      }
+    }
+    if (coding == kIndexBitmap) {
+      out.index = std::move(bitmap);
+    } else {
+      out.index.clear();
+      out.planes[0] = std::move(dense[0]);
+      out.planes[1] = std::move(dense[1]);
+    }
+  } else if (coding == kIndexDense) {  // absolute: the target's bytes as planes
+    std::vector<uint16_t> values;
+    down(values, target, n, s);
+    cuda_check(cudaStreamSynchronize(s), "target copy");
+    out.index.clear();
+    out.planes[0].resize(n);
+    out.planes[1].resize(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      out.planes[0][i] = static_cast<uint8_t>(values[i]);
+      out.planes[1][i] = static_cast<uint8_t>(values[i] >> 8);
+    }
+  }
+  out.info.index_bytes = out.index.size();
+  out.info.value_bytes = value_stream_bytes(delta, out.planes[0].size(), 2);
+}
+
+}  // namespace
+
+bool cuda_encode_available(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess && count > 0) return true;
+  if (why)
+    *why = e != cudaSuccess ? std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e) : "no CUDA device";
+  return false;
+}
+
+std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors, const PatchOptions& options,
+                                       CUstream_st* stream) {
+  std::string why;
+  if (!cuda_encode_available(&why)) throw PatchError("encode_patch_cuda: " + why);
+  if (options.force_index_coding < -1 || options.force_index_coding > kIndexDense)
+    throw PatchError("force_index_coding must be -1, 0, 1 or 2");
+  if (options.zstd_level < 0 || options.zstd_level > 22)
+    throw PatchError("zstd level " + std::to_string(options.zstd_level) + " out of range 0..22");
+  if (options.chunk_bytes == 0 || options.chunk_bytes > (size_t{1} << 31))
+    throw PatchError("chunk_bytes must be in 1..2^31");
+  const bool hash_base = !options.known_base_root && !options.known_base_tensor_hashes;
+  if (!options.known_base_root && options.known_base_tensor_hashes &&
+      options.known_base_tensor_hashes->size() != tensors.size())
+    throw PatchError("known_base_tensor_hashes holds " +
+                     std::to_string(options.known_base_tensor_hashes->size()) + " hashes for " +
+                     std::to_string(tensors.size()) + " base tensors");
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return tensors[a].name < tensors[b].name; });
+  uint64_t max_n = 0;
+  for (size_t o = 0; o < order.size(); ++o) {
+    const DeviceTensor& t = tensors[order[o]];
+    if (o && t.name == tensors[order[o - 1]].name) throw PatchError("tensor '" + t.name + "' appears twice");
+    if (t.dtype != DType::BF16 && t.dtype != DType::F16)
+      throw PatchError("tensor '" + t.name + "': encode_patch_cuda takes BF16 or F16, not " +
+                       std::string(dtype_name(t.dtype)));
+    if (t.master && t.dtype != DType::BF16)
+      throw PatchError("tensor '" + t.name + "': FP32 masters cast to BF16 only");
+    const uint64_t n = static_cast<uint64_t>(numel(t.shape));
+    if (n && (!t.weights || (!t.master && !t.target)))
+      throw PatchError("tensor '" + t.name + "' has no device data (weights, and master or target)");
+    max_n = std::max(max_n, n);
+  }
+
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  const bool delta = options.values == ValueMode::Delta;
+  const size_t ws_bytes =
+      std::max(kc::emit16_cuda_workspace_bytes(max_n), kc::xxh3_cuda_workspace_bytes(2 * max_n));
+  DeviceBuffer head(max_n), tail(kc::emit16_cuda_tail_room(max_n)), lo(max_n), hi(max_n), ws(ws_bytes);
+  std::vector<HostTensor> encoded(order.size());
+  for (size_t o = 0; o < order.size(); ++o) {
+    const DeviceTensor& t = tensors[order[o]];
+    HostTensor& e = encoded[o];
+    e.info.name = t.name;
+    e.info.dtype = t.dtype;
+    e.info.shape = t.shape;
+    encode_one(t, static_cast<uint64_t>(numel(t.shape)), delta, hash_base, options.force_index_coding, s,
+               head, tail, lo, hi, ws, ws_bytes, e);
+  }
+
+  // Groups, chunks and container exactly as sync/patch_encode.cpp lays them out.
+  std::vector<size_t> group_start{0};
+  for (size_t i = 0, bytes = 0; i < encoded.size(); ++i) {
+    bytes += 2 * static_cast<size_t>(numel(encoded[i].info.shape));
+    if (bytes >= kGroupTensorBytes && i + 1 < encoded.size()) {
+      group_start.push_back(i + 1);
+      bytes = 0;
+    }
+  }
+  group_start.push_back(encoded.size());
+  const size_t n_groups = group_start.size() - 1;
+  std::vector<std::vector<CompressedChunk> > group_chunks(n_groups);
+  parallel_for(n_groups, options.threads, [&](size_t g) {
+    std::vector<PayloadSegment> segments;
+    for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
+      const HostTensor& e = encoded[i];
+      if (e.info.index_coding == kIndexVarintGaps) {
+        const uint64_t heads = e.info.changed;
+        if (heads) segments.push_back({e.index.data(), heads});
+        if (e.index.size() > heads) segments.push_back({e.index.data() + heads, e.index.size() - heads});
+      } else if (!e.index.empty()) {
+        segments.push_back({e.index.data(), e.index.size()});
+      }
+      for (const auto& p : e.planes)
+        if (!p.empty()) segments.push_back({p.data(), p.size()});
+    }
+    for (const auto& chunk : cut_chunks(segments, options.chunk_bytes))
+      group_chunks[g].push_back(compress_chunk(chunk, options.zstd_level));
+  });
+
+  PatchInfo info;
+  info.anchor = false;
+  info.values = options.values;
+  info.model_id = options.model_id;
+  info.base_version = options.base_version;
+  info.target_version = options.target_version;
+  std::vector<TensorView> views;
+  std::vector<uint64_t> target_hashes, base_hashes;
+  uint64_t raw = 0;
+  for (size_t o = 0; o < encoded.size(); ++o) {
+    HostTensor& e = encoded[o];
+    e.info.raw_offset = raw;
+    raw += e.info.index_bytes + e.info.value_bytes;
+    views.push_back(TensorView{e.info.name, e.info.dtype, e.info.shape, nullptr,
+                               2 * static_cast<size_t>(numel(e.info.shape))});
+    target_hashes.push_back(e.info.target_hash);
+    base_hashes.push_back(options.known_base_tensor_hashes ? (*options.known_base_tensor_hashes)[order[o]]
+                                                           : e.base_hash);
+    info.tensors.push_back(e.info);
+  }
+  info.target_root_hash = root_hash(views, target_hashes);
+  info.base_root_hash = options.known_base_root ? *options.known_base_root : root_hash(views, base_hashes);
+  std::vector<CompressedChunk> chunks;
+  for (auto& gc : group_chunks)
+    for (auto& c : gc) chunks.push_back(std::move(c));
+  return assemble_container(info, chunks, options.zstd_level, options.chunk_bytes, options.threads);
+}
+
+#endif
+
+}  // namespace pulse::sync
