@@ -29,13 +29,17 @@ struct Expand8 {
 
 /// One entry of Emit8 (32 bytes, so an entry's address is the mask times 32 and every field is one load).
 struct Emit8Entry {
-  uint8_t ctrl[16];  ///< = Compress16 entry m
-  uint8_t gap[8];    ///< = Gaps8 entry m
-  uint8_t count;     ///< the number of set bits of m
+  /// For 8 2-byte elements as they lie in memory ([e0 byte 0, e0 byte 1, e1 byte 0, ...]): bytes 0..7
+  /// are 2 l for the set bits l of m in increasing order, bytes 8..15 the same plus 1, 0x80 past the
+  /// count. pshufb with it packs m's elements' byte 0 to bytes 0.. and their byte 1 to bytes 8.. (it
+  /// splits the planes and compresses them in one shuffle).
+  uint8_t ctrl[16];
+  uint8_t gap[8];  ///< = Gaps8 entry m
+  uint8_t count;   ///< the number of set bits of m
   uint8_t pad[7];
 };
 
-/// 256 Emit8Entry: what the AVX2 emit kernel needs per 8-lane sub-group in one cache line half.
+/// 256 Emit8Entry: what the AVX2 emit kernel needs per 8-element sub-group, in half a cache line.
 struct Emit8 {
   alignas(32) Emit8Entry e[256];
 };
@@ -82,7 +86,10 @@ constexpr Emit8 make_emit8() {
   const Compress16 c = make_compress16();
   const Gaps8 g = make_gaps8();
   for (int m = 0; m < 256; ++m) {
-    for (int l = 0; l < 16; ++l) t.e[m].ctrl[l] = c.ctrl[m][l];
+    for (int l = 0; l < 8; ++l) {  // Compress16's lane l (x) / l + 8 (y) is element l's byte 0 / 1
+      t.e[m].ctrl[l] = c.ctrl[m][l] == 0x80 ? 0x80 : static_cast<uint8_t>(2 * c.ctrl[m][l]);
+      t.e[m].ctrl[8 + l] = c.ctrl[m][l] == 0x80 ? 0x80 : static_cast<uint8_t>(2 * c.ctrl[m][l] + 1);
+    }
     for (int l = 0; l < 8; ++l) t.e[m].gap[l] = g.gap[m][l];
     int k = 0;
     for (int l = 0; l < 8; ++l) k += m >> l & 1;

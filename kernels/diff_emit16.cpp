@@ -154,9 +154,9 @@ uint64_t diff_emit16_avx512_hashing(const uint8_t* a, const uint8_t* b, uint64_t
 }
 
 // 64 elements per step as in the AVX-512 kernel, in eight sub-groups of 8: each sub-group's 8-bit change
-// mask indexes one 32-byte table entry (kernels/byte_tables.h Emit8): the pshufb control that packs its
-// changed lanes' lo and hi bytes (one shuffle for both planes), its in-sub-group gaps and its change
-// count; the first gap of a sub-group is corrected by the distance to the previous change of the group
+// mask indexes one 32-byte table entry (kernels/byte_tables.h Emit8): the pshufb control that splits and
+// packs its changed lanes' lo and hi bytes (one shuffle for both planes), its in-sub-group gaps and its
+// change count; the first gap of a sub-group is corrected by the distance to the previous change of the group
 // (shift + lzcnt, no branch). Every sub-group stores 8 bytes per stream at one shared offset and
 // advances it by the count, so no branch depends on the data past "group has a change". XXH3 stripes are
 // accumulated from the loaded registers (libxxhash's AVX2 code path).
@@ -190,11 +190,11 @@ PULSE_AVX2_TARGET __attribute__((always_inline)) inline uint32_t eq_mask32(__m25
   return static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_permute4x64_epi64(p, 0xD8)));
 }
 
-/// Emits the changes of 8-element sub-group J (0..7) of a group: `planes` holds its elements' bytes as
-/// [lo 0..7 | hi 0..7], `m` the group's 64-bit change mask; the three streams are written at offset `o`
-/// from their bases (they advance together: one byte per change each), and `o` advances by the count.
-/// The sub-group's table entry (kernels/byte_tables.h Emit8) sits at (mask byte J) * 32: one shift and
-/// one and give its address offset, and its control, gaps and count are one load each.
+/// Emits the changes of 8-element sub-group J (0..7) of a group: `planes` holds its 8 elements as they
+/// lie in memory (2 bytes each, little-endian), `m` the group's 64-bit change mask; the three streams are
+/// written at offset `o` from their bases (they advance together: one byte per change each), and `o` advances
+/// by the count. The sub-group's table entry (kernels/byte_tables.h Emit8) sits at (mask byte J) * 32: one
+/// shift and one and give its address offset, and its control, gaps and count are one load each.
 template <unsigned J>
 PULSE_AVX2_TARGET __attribute__((always_inline)) inline void emit_sub8(__m128i planes, uint64_t m, uint8_t* h,
                                                                        uint8_t* lo, uint8_t* hi,
@@ -217,9 +217,6 @@ PULSE_AVX2_TARGET __attribute__((always_inline)) inline void emit_sub8(__m128i p
 template <bool kDelta, bool kHashA, bool kHashB>
 PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, uint64_t start,
                                             uint64_t count, Emit16Cursor& c, Emit16Hash* hash) {
-  // Per 128-bit lane: the 8 elements' byte 0, then their byte 1.
-  const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8,
-                                         10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   uint8_t *const h = c.head, *const lo = c.lo, *const hi = c.hi, *t = c.tail;
   uint64_t next = c.next, o = 0;  // o: bytes written to head, lo and hi (= changes)
   __m256i acc_a0 = _mm256_setzero_si256(), acc_a1 = acc_a0, acc_b0 = acc_a0, acc_b1 = acc_a0;
@@ -287,23 +284,29 @@ PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, 
                          static_cast<uint64_t>(eq_mask32(va[2], va[3], vb[2], vb[3])) << 32);
     if (m == 0) continue;
     const uint64_t o0 = o;
-    __m256i v[4];
+    // The sub-groups' 8 elements as they lie in memory (the table's controls split the planes). The odd
+    // ones' upper 128-bit halves: in absolute mode loaded again from L1 (a load port, where an extract
+    // would take a shuffle port, the kernel's busiest), in delta mode extracted from the zigzag.
+    __m128i sub[8];
     for (int q = 0; q < 4; ++q) {
-      v[q] = vb[q];
       if (kDelta) {
         const __m256i d = _mm256_sub_epi16(vb[q], va[q]);
-        v[q] = _mm256_xor_si256(_mm256_slli_epi16(d, 1), _mm256_srai_epi16(d, 15));
+        const __m256i z = _mm256_xor_si256(_mm256_slli_epi16(d, 1), _mm256_srai_epi16(d, 15));
+        sub[2 * q] = _mm256_castsi256_si128(z);
+        sub[2 * q + 1] = _mm256_extracti128_si256(z, 1);
+      } else {
+        sub[2 * q] = _mm256_castsi256_si128(vb[q]);
+        sub[2 * q + 1] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 32 * q + 16));
       }
-      v[q] = _mm256_shuffle_epi8(v[q], split);
     }
-    emit_sub8<0>(_mm256_castsi256_si128(v[0]), m, h, lo, hi, o);
-    emit_sub8<1>(_mm256_extracti128_si256(v[0], 1), m, h, lo, hi, o);
-    emit_sub8<2>(_mm256_castsi256_si128(v[1]), m, h, lo, hi, o);
-    emit_sub8<3>(_mm256_extracti128_si256(v[1], 1), m, h, lo, hi, o);
-    emit_sub8<4>(_mm256_castsi256_si128(v[2]), m, h, lo, hi, o);
-    emit_sub8<5>(_mm256_extracti128_si256(v[2], 1), m, h, lo, hi, o);
-    emit_sub8<6>(_mm256_castsi256_si128(v[3]), m, h, lo, hi, o);
-    emit_sub8<7>(_mm256_extracti128_si256(v[3], 1), m, h, lo, hi, o);
+    emit_sub8<0>(sub[0], m, h, lo, hi, o);
+    emit_sub8<1>(sub[1], m, h, lo, hi, o);
+    emit_sub8<2>(sub[2], m, h, lo, hi, o);
+    emit_sub8<3>(sub[3], m, h, lo, hi, o);
+    emit_sub8<4>(sub[4], m, h, lo, hi, o);
+    emit_sub8<5>(sub[5], m, h, lo, hi, o);
+    emit_sub8<6>(sub[6], m, h, lo, hi, o);
+    emit_sub8<7>(sub[7], m, h, lo, hi, o);
     // The group's first gap overwrites its first head byte. Where changes are dense (the previous 4096
     // elements held >= 128: over 3%), nearly every such gap is < 128 and a branch on it predicts well;
     // at lower densities a third of them have tails, at random, and put_gap has no branch.

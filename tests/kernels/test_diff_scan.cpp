@@ -79,8 +79,8 @@ TEST_CASE("byte tables: compress, gaps, emit and expand controls match their def
         CHECK(kCompress16.ctrl[m][k] == l);
         CHECK(kCompress16.ctrl[m][8 + k] == l + 8);
         CHECK(kGaps8.gap[m][k] == l - prev - 1);
-        CHECK(kEmit8.e[m].ctrl[k] == l);
-        CHECK(kEmit8.e[m].ctrl[8 + k] == l + 8);
+        CHECK(kEmit8.e[m].ctrl[k] == 2 * l);
+        CHECK(kEmit8.e[m].ctrl[8 + k] == 2 * l + 1);
         CHECK(kEmit8.e[m].gap[k] == l - prev - 1);
         CHECK(kExpand8.ctrl[m][l] == k);
         prev = l;
@@ -94,6 +94,8 @@ TEST_CASE("byte tables: compress, gaps, emit and expand controls match their def
       CHECK(kCompress16.ctrl[m][8 + j] == 0x80);
       CHECK(kGaps8.gap[m][j] == 0);
       CHECK(kEmit8.e[m].gap[j] == 0);
+      CHECK(kEmit8.e[m].ctrl[j] == 0x80);
+      CHECK(kEmit8.e[m].ctrl[8 + j] == 0x80);
     }
     CHECK(kEmit8.e[m].count == k);
     CHECK(reinterpret_cast<uintptr_t>(&kEmit8.e[m]) % 32 == 0);
