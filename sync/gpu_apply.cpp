@@ -1,0 +1,241 @@
+#include "sync/gpu_apply.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "sync/gpu_encode.h"
+#include "sync/hash.h"
+#include "sync/index_coding.h"
+#include "sync/parallel.h"
+#include "sync/patch_container.h"
+
+#ifdef PULSE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/patch_apply_cuda.h"
+#include "kernels/xxh3_cuda.h"
+#endif
+
+namespace pulse::sync {
+
+#ifndef PULSE_CUDA
+
+bool apply_patch_cuda(std::vector<DeviceMutableTensor>&, const uint8_t*, size_t, const ApplyOptions&,
+                      CUstream_st*) {
+  std::string why;
+  cuda_encode_available(&why);
+  throw PatchError("apply_patch_cuda: " + why);
+}
+
+#else
+
+namespace {
+
+namespace kc = pulse::kernels::cuda;
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("apply_patch_cuda: ") + what + ": " + cudaGetErrorString(e));
+}
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t bytes) { cuda_check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  uint8_t* bytes() const { return static_cast<uint8_t*>(p); }
+};
+
+std::string versions(const PatchInfo& info) {
+  return (info.anchor ? std::string("anchor")
+                      : "base version " + std::to_string(info.base_version) + " (root " +
+                            hash_hex(info.base_root_hash) + ")") +
+         " -> target version " + std::to_string(info.target_version) + " (root " +
+         hash_hex(info.target_root_hash) + ")";
+}
+
+/// One tensor's change list in varint-gap form (host), what the device scatter takes.
+struct VarintForm {
+  std::vector<uint8_t> index;   ///< heads then tails
+  std::vector<uint8_t> values;  ///< lo plane then hi plane
+  uint64_t changed = 0;
+};
+
+VarintForm varint_form(const PatchTensorInfo& t, const uint8_t* streams, uint64_t n) {
+  VarintForm f;
+  const uint64_t stored = t.index_coding == kIndexDense ? n : t.changed;
+  f.changed = stored;
+  f.values.assign(streams + t.index_bytes, streams + t.index_bytes + 2 * stored);
+  if (t.index_coding == kIndexVarintGaps) {
+    f.index.assign(streams, streams + t.index_bytes);
+  } else if (t.index_coding == kIndexDense) {
+    f.index.assign(n, 0);  // every element, gap 0
+  } else {
+    GapEncoder enc;
+    enc.reserve(stored);
+    PositionIter it(t.index_coding, streams, t.index_bytes, t.changed, n);
+    for (uint64_t pos; (pos = it.next()) != UINT64_MAX;) enc.add(pos);
+    enc.append_to(f.index);
+  }
+  return f;
+}
+
+/// Scatters `f` into `w` on the device (undo saved in `undo`), or throws PatchError with the verdict.
+void scatter(uint16_t* w, uint64_t n, const VarintForm& f, bool delta, uint16_t* undo,
+             const std::string& name, cudaStream_t s) {
+  DeviceBuffer index(f.index.size()), values(f.values.size());
+  const size_t ws_bytes = kc::apply_u16_cuda_workspace_bytes(f.changed, f.index.size());
+  DeviceBuffer ws(ws_bytes);
+  if (!f.index.empty())
+    cuda_check(cudaMemcpyAsync(index.p, f.index.data(), f.index.size(), cudaMemcpyHostToDevice, s), "copy");
+  if (!f.values.empty())
+    cuda_check(cudaMemcpyAsync(values.p, f.values.data(), f.values.size(), cudaMemcpyHostToDevice, s),
+               "copy");
+  kc::ApplyStatus st;
+  kc::apply_varint_u16_cuda(w, n, index.bytes(), f.index.size(), f.changed, values.bytes(), delta, undo, ws.p,
+                            ws_bytes, &st, s);
+  if (st.error != kc::kApplyOk)
+    throw PatchError("patch tensor '" + name + "': device validation refused the index stream: " +
+                     kc::apply_error_name(st.error) + " at " + std::to_string(st.at));
+}
+
+uint64_t device_hash(const uint16_t* p, uint64_t n, cudaStream_t s) {
+  const size_t ws_bytes = kc::xxh3_cuda_workspace_bytes(2 * n);
+  DeviceBuffer ws(ws_bytes);
+  return kc::xxh3_64_cuda(p, 2 * n, ws.p, ws_bytes, s);
+}
+
+}  // namespace
+
+bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* data, size_t size,
+                      const ApplyOptions& options, CUstream_st* stream) {
+  std::string why;
+  if (!cuda_encode_available(&why)) throw PatchError("apply_patch_cuda: " + why);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  const Container c = parse_container(data, size, true);
+  const PatchInfo& info = c.info;
+  const bool delta = info.values == ValueMode::Delta;
+
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const auto& w = weights[i];
+    if (!by_name.emplace(w.name, i).second) throw PatchError("weights hold tensor '" + w.name + "' twice");
+    if (w.dtype != DType::BF16 && w.dtype != DType::F16)
+      throw PatchError("tensor '" + w.name + "': apply_patch_cuda takes BF16 or F16, not " +
+                       std::string(dtype_name(w.dtype)));
+    if (numel(w.shape) && !w.data) throw PatchError("weights tensor '" + w.name + "' has no device data");
+  }
+  std::vector<size_t> target_of(info.tensors.size());
+  for (size_t k = 0; k < info.tensors.size(); ++k) {
+    const auto& t = info.tensors[k];
+    auto it = by_name.find(t.name);
+    if (it == by_name.end())
+      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + versions(info) + ")");
+    const auto& w = weights[it->second];
+    if (w.dtype != t.dtype || w.shape != t.shape)
+      throw PatchError("tensor '" + t.name + "': the patch's " + (w.dtype != t.dtype ? "dtype" : "shape") +
+                       " differs from the weights'");
+    target_of[k] = it->second;
+  }
+  if (weights.size() != info.tensors.size())
+    throw PatchError("the weights hold " + std::to_string(weights.size()) + " tensors, the patch " +
+                     std::to_string(info.tensors.size()) + " (" + versions(info) + ")");
+
+  const ScratchBuffer payload = read_payload(c, data, size, options.threads);
+  parallel_for(info.tensors.size(), options.threads, [&](size_t k) {
+    const auto& t = info.tensors[k];
+    validate_index_stream(t.name, t.index_coding, payload.data() + t.raw_offset, t.index_bytes, t.changed,
+                          static_cast<uint64_t>(numel(t.shape)), t.raw_offset);
+  });
+
+  const bool trusted = options.trusted_root.has_value();
+  std::vector<uint64_t> current(weights.size(), 0);
+  std::vector<TensorView> views;
+  for (const auto& w : weights)
+    views.push_back(TensorView{w.name, w.dtype, w.shape, nullptr, 2 * static_cast<size_t>(numel(w.shape))});
+  for (size_t k = 0; k < info.tensors.size(); ++k) {
+    const auto& t = info.tensors[k];
+    if (!trusted || (t.changed == 0 && t.index_coding != kIndexDense)) {
+      const auto& w = weights[target_of[k]];
+      current[target_of[k]] = device_hash(w.data, static_cast<uint64_t>(numel(w.shape)), s);
+    }
+  }
+  const uint64_t root = trusted ? *options.trusted_root : root_hash(views, current);
+  std::vector<uint64_t> table_hashes(weights.size(), 0);
+  for (size_t k = 0; k < info.tensors.size(); ++k) table_hashes[target_of[k]] = info.tensors[k].target_hash;
+  if (root_hash(views, table_hashes) != info.target_root_hash)
+    throw PatchError("patch header: target root " + hash_hex(info.target_root_hash) +
+                     " is not the root hash of its tensor table (" + versions(info) + ")");
+  if (root == info.target_root_hash) {
+    bool all = true;
+    for (size_t k = 0; k < info.tensors.size() && !trusted; ++k)
+      all = all && current[target_of[k]] == info.tensors[k].target_hash;
+    if (all) return false;
+  }
+  if (!info.anchor && root != info.base_root_hash)
+    throw PatchError("patch base mismatch: the patch goes from " + versions(info) +
+                     ", but the weights have " + (trusted ? "the trusted root " : "root ") + hash_hex(root) +
+                     " (neither the base nor the target)");
+  for (size_t k = 0; k < info.tensors.size(); ++k) {
+    const auto& t = info.tensors[k];
+    if (t.changed == 0 && t.index_coding != kIndexDense && current[target_of[k]] != t.target_hash)
+      throw PatchError("patch tensor '" + t.name +
+                       "' is unchanged but its target hash differs from the base (" + versions(info) + ")");
+  }
+
+  // Apply tensor by tensor on the device, verify each target hash, roll back everything on any failure.
+  std::vector<VarintForm> forms(info.tensors.size());
+  std::vector<std::unique_ptr<DeviceBuffer> > undo(info.tensors.size());
+  std::vector<bool> applied(info.tensors.size(), false);
+  std::string failure;
+  try {
+    for (size_t k = 0; k < info.tensors.size() && failure.empty(); ++k) {
+      const auto& t = info.tensors[k];
+      if (t.changed == 0 && t.index_coding != kIndexDense) continue;
+      auto& w = weights[target_of[k]];
+      const uint64_t n = static_cast<uint64_t>(numel(w.shape));
+      forms[k] = varint_form(t, payload.data() + t.raw_offset, n);
+      undo[k] = std::make_unique<DeviceBuffer>(2 * forms[k].changed);
+      scatter(w.data, n, forms[k], delta, static_cast<uint16_t*>(undo[k]->p), t.name, s);
+      applied[k] = true;
+      const uint64_t after = device_hash(w.data, n, s);
+      if (after != t.target_hash)
+        failure = "patch tensor '" + t.name + "': hash after apply " + hash_hex(after) +
+                  " differs from the target hash " + hash_hex(t.target_hash) + " (" + versions(info) +
+                  "); weights rolled back";
+    }
+  } catch (const std::exception& e) {
+    failure =
+        std::string("patch apply failed (") + versions(info) + "): " + e.what() + "; weights rolled back";
+  }
+  if (!failure.empty()) {
+    for (size_t k = 0; k < info.tensors.size(); ++k) {
+      if (!applied[k]) continue;
+      // The old values, as an absolute change list over the same positions.
+      VarintForm back;
+      back.index = forms[k].index;
+      back.changed = forms[k].changed;
+      std::vector<uint16_t> old(back.changed);
+      if (back.changed)
+        cuda_check(cudaMemcpyAsync(old.data(), undo[k]->p, 2 * back.changed, cudaMemcpyDeviceToHost, s),
+                   "copy");
+      cuda_check(cudaStreamSynchronize(s), "undo copy");
+      back.values.resize(2 * back.changed);
+      for (uint64_t j = 0; j < back.changed; ++j) {
+        back.values[j] = static_cast<uint8_t>(old[j]);
+        back.values[back.changed + j] = static_cast<uint8_t>(old[j] >> 8);
+      }
+      auto& w = weights[target_of[k]];
+      scatter(w.data, static_cast<uint64_t>(numel(w.shape)), back, false, nullptr, info.tensors[k].name, s);
+    }
+    throw PatchError(failure);
+  }
+  return true;
+}
+
+#endif
+
+}  // namespace pulse::sync
