@@ -72,7 +72,10 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >"$work/nvidia-smi-L.t
 else
   gpu_reason="no NVIDIA GPU: $(command -v nvidia-smi >/dev/null 2>&1 && head -c 300 "$work/nvidia-smi-L.txt" || echo 'nvidia-smi not found')"
 fi
-nvcc_bin=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
+# nvcc: on PATH, in the usual toolkit place, or from pip's nvidia-cuda-nvcc wheel beside torch.
+nvcc_bin=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } ||
+  python3 -c 'import os, nvidia.cuda_nvcc as m; p = os.path.join(list(m.__path__)[0], "bin", "nvcc"); print(p if os.access(p, os.X_OK) else "")' 2>/dev/null ||
+  true)
 python3 - >"$work/torch.json" 2>"$work/torch.err" <<'PY' || true
 import json
 try:
