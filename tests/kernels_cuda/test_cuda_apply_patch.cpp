@@ -56,8 +56,9 @@ struct DeviceModel {
 
 }  // namespace
 
-TEST_CASE("cuda apply_patch: every coding and value mode ends at the target; no-op; wrong base refused",
-          "[cuda][apply_patch]") {
+TEST_CASE(
+    "cuda apply_patch: every coding and value mode ends at the target, then a no-op, a wrong base refused",
+    "[cuda][apply_patch]") {
   PULSE_REQUIRE_GPU_OR_SKIP();
   std::mt19937_64 rng(23);
   for (double p : {0.01, 0.3, 0.95}) {
