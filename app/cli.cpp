@@ -57,11 +57,22 @@ void register_role_commands(CLI::App& app) {
   auto worker_opts = std::make_shared<WorkerOptions>();
   auto* worker =
       app.add_subcommand("worker", "an inference worker: fetches PULSESync patches, generates rollouts");
-  worker->add_option("--trainer", worker_opts->trainer_url, "trainer control URL, e.g. http://10.0.0.5:7000")
+  worker->add_option("--trainer", worker_opts->trainer_url, "trainer control URL, e.g. http://10.0.0.5:29600")
       ->required();
-  worker->add_option("--token", worker_opts->token, "bearer token (default: the PULSE_TOKEN env var)");
-  worker->add_option("--id", worker_opts->worker_id, "worker id (default: hostname-pid)");
+  worker->add_option("--token-file", worker_opts->token_file, "file whose first line is the bearer token");
+  worker->add_option("--token", worker_opts->token,
+                     "bearer token (visible to other users of this machine in `ps`: prefer PULSE_TOKEN or "
+                     "--token-file; default: the PULSE_TOKEN env var)");
+  worker->add_option("--id", worker_opts->worker_id,
+                     "a stable worker name (default: the trainer assigns w<N>); a restarted worker with the "
+                     "same name replaces the old one at once");
   worker->add_option("--threads", worker_opts->threads, "LibTorch threads (0 = default)");
+  worker
+      ->add_option("--register-wait", worker_opts->register_wait_s,
+                   "seconds to keep retrying registration (trainer not up yet, run full)")
+      ->capture_default_str();
+  worker->add_flag("--quiet,-q", worker_opts->quiet, "warnings and errors only");
+  worker->add_flag("--log-json", worker_opts->log_json, "one JSON object per event on stdout");
   worker->callback([worker_opts] { throw Exit{worker_main(*worker_opts)}; });
 
   auto eval_opts = std::make_shared<JobOptions>();

@@ -279,8 +279,8 @@ void transport_fields(FieldTable& t, Config& c) {
   t.add("transport", "dir", &c.transport.dir, "fs: shared patch folder; \"\" = <run dir>/patches", any());
   t.add("transport", "host", &c.transport.host, "trainer bind address", any());
   t.add("transport", "port", &c.transport.port,
-        "control port (0 = a free one); patches use a second free port",
-        int_range(&c.transport.port, 0, 65535));
+        "control port of `pulse trainer` (fixed, reused by --resume); patches use port+1; 0 = free ports",
+        int_range(&c.transport.port, 0, 65534));
   t.add("transport", "token_env", &c.transport.token_env, "env var holding the bearer token", any());
   t.add("transport", "token_file", &c.transport.token_file,
         "file holding the token; none = a random token per run", any());
@@ -292,6 +292,15 @@ void transport_fields(FieldTable& t, Config& c) {
         int_range(&c.transport.max_retries, 0, 1000));
   t.add("transport", "timeout_s", &c.transport.timeout_s, "client timeout per request (seconds)",
         real_range(&c.transport.timeout_s, 0.0, 86400.0, true));
+  t.add("transport", "lease_s", &c.transport.lease_s,
+        "a worker silent this long (seconds; it heartbeats every lease_s/3) is dropped, its prompts reassigned",
+        real_range(&c.transport.lease_s, 0.0, 86400.0, true));
+  t.add("transport", "no_worker_timeout_s", &c.transport.no_worker_timeout_s,
+        "the run fails after this long (seconds) with no live worker",
+        real_range(&c.transport.no_worker_timeout_s, 0.0, 1e7, true));
+  t.add("transport", "register_wait_s", &c.transport.register_wait_s,
+        "how long a worker retries registering (trainer not up yet, run full), seconds",
+        real_range(&c.transport.register_wait_s, 0.0, 1e7, true));
 }
 
 void eval_fields(FieldTable& t, Config& c) {

@@ -81,12 +81,17 @@ struct TransportSection {
   std::string kind = "http";  ///< http: patches from the trainer's HTTP server; fs: through a shared folder
   std::string dir;            ///< fs: the shared folder (NFS, object-store mount); "" = <run dir>/patches
   std::string host = "127.0.0.1";  ///< trainer bind address
-  int64_t port = 0;                ///< control port (0 = pick a free one); patches use port+1 or a free one
+  int64_t port = 29600;  ///< control port (fixed, so --resume and restarted workers find it again);
+                         ///< patches use port+1; 0 = two free ports. `pulse run` always uses free ones
+
   std::string token_env = "PULSE_TOKEN";  ///< env var holding the bearer token
   std::string token_file;                 ///< or a file holding it; "" and unset env = a random token per run
   std::string tls_cert, tls_key;          ///< optional TLS on the patch server
   int64_t max_retries = 5;
   double timeout_s = 60;
+  double lease_s = 30;  ///< a worker without a request (heartbeats: every lease_s/3) for this long is dropped
+  double no_worker_timeout_s = 600;  ///< the run fails after this long with no live worker
+  double register_wait_s = 600;      ///< how long a worker retries registering (trainer not up, run full)
 };
 
 /// Held-out Pass@1 (rl/eval.h): greedy by default, seeded from derive_seed(run.seed, kSeedEval).

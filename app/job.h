@@ -26,13 +26,19 @@ int run_job(const JobOptions& options);
 /// Options of `pulse worker`.
 struct WorkerOptions {
   std::string trainer_url;  ///< http://HOST:PORT of the trainer's control server
-  std::string token;        ///< bearer token ("" = PULSE_TOKEN env var)
-  std::string worker_id;    ///< "" = hostname-pid
+  std::string token;        ///< --token: bearer token, visible to other users in `ps` (prefer the two below)
+  std::string token_file;   ///< --token-file: first line of this file ("" = none)
+  std::string worker_id;    ///< --id: a stable name ("" = the trainer assigns w<slot>)
   int threads = 0;          ///< LibTorch threads (0 = LibTorch's default)
+  double register_wait_s = 600;  ///< --register-wait: seconds to retry registering
+  bool quiet = false;            ///< warnings and errors only
+  bool log_json = false;         ///< one JSON object per event on stdout
 };
 
-/// `pulse worker`: registers with the trainer, then loops: sync weights to the job's version, generate and
-/// grade rollouts, post them; until the trainer says stop. Returns the process exit code.
+/// `pulse worker`: registers with the trainer (waiting for it), then loops: sync weights to the job's
+/// version, generate and grade rollouts, post them; until the trainer says stop. The token comes from
+/// --token, else --token-file, else the PULSE_TOKEN env var (both flags: an error). Returns the process exit
+/// code.
 int worker_main(const WorkerOptions& options);
 
 /// `pulse eval`: Pass@1 of a model (model.path, or a fresh seeded one) on the config's held-out problems.

@@ -146,12 +146,17 @@ void from_json(const json& j, WorkerSettings& s) {
 }
 
 void to_json(json& j, const RegisterReply& r) {
-  j = json{{"index", r.index},       {"patch_url", r.patch_url},       {"patch_dir", r.patch_dir},
+  j = json{{"index", r.index},       {"worker_id", r.worker_id},       {"key", r.key},
+           {"lease_s", r.lease_s},   {"patch_url", r.patch_url},       {"patch_dir", r.patch_dir},
            {"settings", r.settings}, {"model_config", r.model_config}, {"tokenizer_name", r.tokenizer_name}};
 }
 
 void from_json(const json& j, RegisterReply& r) {
   get_field(j, "index", r.index);
+  get_field(j, "worker_id", r.worker_id);
+  get_field(j, "key", r.key);
+  get_field(j, "lease_s", r.lease_s);
+  if (!(r.lease_s > 0)) throw MessageError("field 'lease_s': must be > 0");
   get_field(j, "patch_url", r.patch_url);
   get_field(j, "patch_dir", r.patch_dir);
   get_field(j, "settings", r.settings);
@@ -171,10 +176,11 @@ const char* job_kind_name(JobKind kind) {
 }
 
 void to_json(json& j, const JobWork& w) {
-  j = json{{"problems", w.problems}, {"step_seed", w.step_seed}};
+  j = json{{"share", w.share}, {"problems", w.problems}, {"step_seed", w.step_seed}};
 }
 
 void from_json(const json& j, JobWork& w) {
+  get_field(j, "share", w.share);
   get_field(j, "problems", w.problems);
   get_field(j, "step_seed", w.step_seed);
 }
@@ -230,12 +236,16 @@ void to_json(json& j, const WorkerReport& r) {
   j = json{{"worker", r.worker},           {"seq", r.seq},      {"version", r.version},
            {"root_hash", r.root_hash},     {"sync", r.sync},    {"rollouts", r.rollouts},
            {"generate_ms", r.generate_ms}, {"tokens", r.tokens}};
+  if (!r.worker_id.empty()) j["worker_id"] = r.worker_id;
+  if (r.share >= 0) j["share"] = r.share;
   if (!r.error.empty()) j["error"] = r.error;
 }
 
 void from_json(const json& j, WorkerReport& r) {
   get_field(j, "worker", r.worker);
   get_field(j, "seq", r.seq);
+  get_optional(j, "worker_id", r.worker_id);
+  get_optional(j, "share", r.share);
   get_optional(j, "error", r.error);
   if (!r.error.empty()) return;  // a failed job carries no results
   get_field(j, "version", r.version);

@@ -1,9 +1,10 @@
 // The typed messages of the trainer <-> inference worker control channel (app/control.h), each with ONE
 // JSON (de)serializer. Weights never travel here (they go as PULSESync patches, sync/transport_http.h).
 //
-//   worker -> POST /v1/register {"worker": id}  -> RegisterReply
-//   worker -> GET  /v1/job?after=SEQ&worker=I   -> Job (this worker's share of the work)
-//   worker -> POST /v1/report                   -> WorkerReport
+//   worker -> POST /v1/register {"worker": name}     -> RegisterReply (slot, id, lease key, lease_s)
+//   worker -> GET  /v1/job?after=SEQ&worker=KEY       -> Job (the shares of the work this worker holds)
+//   worker -> POST /v1/report?worker=KEY WorkerReport -> {} (one report per share, or one for a sync)
+//   worker -> POST /v1/heartbeat?worker=KEY           -> {} (renews the lease; 410 once dropped)
 //
 // Parsing: every from_json below throws MessageError naming the message and the field ("worker report:
 // field 'version': type must be number, but is null"), never a bare nlohmann exception.
@@ -50,9 +51,12 @@ struct WorkerSettings {
   std::string dtype = "float32";  ///< the worker's compute dtype
 };
 
-/// The /v1/register answer: the worker's slot and what it needs to start.
+/// The /v1/register answer: who the worker is in this run and what it needs to start.
 struct RegisterReply {
-  int64_t index = -1;          ///< this worker's slot (its share of each job's work)
+  int64_t index = -1;          ///< this member's slot: a number the trainer never hands out twice
+  std::string worker_id;       ///< its id: the name it asked for, else "w<index>"
+  std::string key;             ///< lease key sent with every later request (?worker=KEY); per registration
+  double lease_s = 30;         ///< the member is dropped after this long without a request (heartbeat)
   std::string patch_url;       ///< PULSESync server ("http://127.0.0.1:PORT")
   std::string patch_dir;       ///< transport.kind = fs: the shared patch folder ("" = use patch_url)
   WorkerSettings settings;     ///< how to sample
@@ -63,19 +67,22 @@ struct RegisterReply {
 enum class JobKind { Sync, Generate, Stop };
 const char* job_kind_name(JobKind kind);
 
-/// One worker's share of a generate job.
+/// One share of a generate job: a fixed slice of the step's prompts (run.workers shares per step, whoever
+/// samples them). Rollout seeds depend on the position inside the share, never on the worker.
 struct JobWork {
+  int64_t share = 0;                  ///< which slice of the step's prompts (0 .. run.workers-1)
   std::vector<rl::Problem> problems;  ///< the prompts (rollout problem_index is into this list)
   uint64_t step_seed = 0;             ///< derive_seed(run.seed, kSeedRollout, step)
 };
 
-/// A job as one worker sees it: sync to `version`, then (generate) sample and grade `work`.
+/// A job as one worker sees it: sync to `version`, then (generate) sample and grade each share in `work`.
+/// `seq` grows on every post and every reassignment (a member polls with the last seq it saw).
 struct Job {
   uint64_t seq = 0;
   JobKind kind = JobKind::Sync;
-  uint64_t version = 0;  ///< the weights version to sync to first
-  int64_t step = 0;      ///< GRPO step the job belongs to (-1 for stop)
-  JobWork work;
+  uint64_t version = 0;       ///< the weights version to sync to first
+  int64_t step = 0;           ///< GRPO step the job belongs to (-1 for stop)
+  std::vector<JobWork> work;  ///< the shares this member holds and has not reported (empty: sync only)
 };
 
 /// What a worker's PULSESync did for a job (sync::WorkerReplica::SyncStats + model load + prefetch).
@@ -89,7 +96,9 @@ struct SyncReport {
 
 /// A worker's answer to one job.
 struct WorkerReport {
-  int64_t worker = -1;    ///< slot index
+  int64_t worker = -1;    ///< the member's slot (RegisterReply::index)
+  std::string worker_id;  ///< its id (set by the control server from its member table; optional on the wire)
+  int64_t share = -1;     ///< the share these rollouts are for; -1 = a sync-only report (optional)
   uint64_t seq = 0;       ///< the job answered
   uint64_t version = 0;   ///< the version the worker holds after the sync
   std::string root_hash;  ///< its root hash (hex), compared with the trainer's

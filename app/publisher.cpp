@@ -72,6 +72,11 @@ void require_finite_weights(const std::vector<sync::TensorView>& weights, const 
 
 Publisher::Publisher(const Config& config, const std::string& run_dir, const std::string& token,
                      uint64_t first_version, const std::vector<sync::TensorView>& weights)
+    : Publisher(config, run_dir, token, 0) {
+  publish_first(first_version, weights);
+}
+
+Publisher::Publisher(const Config& config, const std::string& run_dir, const std::string& token, int port)
     : config_(config), token_(token) {
   std::string store_dir;
   if (config.sync.store_on_disk) {
@@ -79,9 +84,7 @@ Publisher::Publisher(const Config& config, const std::string& run_dir, const std
     fs::remove_all(store_dir);
     fs::create_directories(store_dir);
   }
-  require_finite_weights(weights, "publish version " + std::to_string(first_version));
   store_ = std::make_unique<sync::VersionStore>(store_dir, config.sync.retention, config.sync.patch);
-  store_->publish(first_version, weights);
   // transport.kind = fs: every patch (and anchor) is also written to a shared folder, temp name + fsync +
   // rename + READY marker; workers replay it from there and never fetch over HTTP.
   if (config.transport.kind == "fs") {
@@ -98,16 +101,39 @@ Publisher::Publisher(const Config& config, const std::string& run_dir, const std
       fs::remove_all(fs::path(patch_dir_) / "workers");
     }
     fs_ = std::make_unique<sync::FsPublisher>(patch_dir_);
-    fs_->publish_anchor(first_version, *store_->anchor(first_version));
   }
   sync::HttpServerOptions sopt;
   sopt.host = config.transport.host;
+  sopt.port = port;
   sopt.token = token;
   sopt.tls_cert = config.transport.tls_cert;
   sopt.tls_key = config.transport.tls_key;
   sopt.threads = static_cast<int>(std::max<int64_t>(8, 2 * config.run.workers));
   server_ = std::make_unique<sync::PatchServer>(*store_, sopt);
   server_->start();
+}
+
+void Publisher::publish_first(uint64_t first_version, const std::vector<sync::TensorView>& weights) {
+  if (store_->published()) throw std::logic_error("Publisher::publish_first: already published");
+  require_finite_weights(weights, "publish version " + std::to_string(first_version));
+  store_->publish(first_version, weights);
+  if (fs_) fs_->publish_anchor(first_version, *store_->anchor(first_version));
+}
+
+/// The folder keeps what the store keeps (its anchors and the patches after the oldest), and the chain from
+/// the oldest version a live worker confirmed there.
+void Publisher::prune_folder() {
+  const std::vector<uint64_t> anchors = store_->anchor_versions();
+  if (anchors.empty()) return;
+  uint64_t keep_from = anchors.front();
+  if (live_workers_) {
+    const auto confirmed = fs_->confirmations();
+    for (const std::string& id : live_workers_()) {
+      auto it = confirmed.find(id);
+      if (it != confirmed.end()) keep_from = std::min(keep_from, it->second.version);
+    }
+  }
+  fs_->retain(keep_from, anchors);
 }
 
 Publisher::~Publisher() {
@@ -144,6 +170,7 @@ PublishStats Publisher::publish(uint64_t version, const std::vector<sync::Tensor
     fs_->publish(version - 1, version, *blob);
     const uint64_t every = config_.sync.retention.anchor_every;
     if (every != 0 && version % every == 0) fs_->publish_anchor(version, *store_->anchor(version));
+    prune_folder();
   }
   PublishStats st;
   st.encode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -2,6 +2,7 @@
 // transport.kind = fs, the shared-folder publisher. One publish() per weights version.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,11 +41,24 @@ class Publisher {
   /// before anything is stored or served when a weight is NaN/Inf.
   Publisher(const Config& config, const std::string& run_dir, const std::string& token,
             uint64_t first_version, const std::vector<sync::TensorView>& weights);
+  /// The servers alone, before any weights exist (the trainer starts them before SFT, so that workers can
+  /// register early; patch routes answer 503 until publish_first). `port` is the patch server's (0 = a
+  /// free one).
+  Publisher(const Config& config, const std::string& run_dir, const std::string& token, int port);
+  /// The first version (an anchor; with transport.kind = fs also written to the folder). Once, before
+  /// publish(); same refusal of NaN/Inf as publish().
+  void publish_first(uint64_t first_version, const std::vector<sync::TensorView>& weights);
+  /// transport.kind = fs: which workers are live (their confirmed versions keep the chain they need in
+  /// the folder). Unset: only the store's retention applies.
+  void set_live_workers(std::function<std::vector<std::string>()> live) { live_workers_ = std::move(live); }
   ~Publisher();
 
   /// Publishes `version` (> the previous one): the patch from the previous version, an anchor every
-  /// sync.anchor_every versions. Throws what sync::VersionStore::publish throws, and std::runtime_error
-  /// naming the tensor and element when a weight is NaN/Inf (nothing is published then).
+  /// sync.anchor_every versions. With transport.kind = fs the folder then keeps what the store keeps: the
+  /// newest sync.keep_anchors anchors and the patches after the oldest of them, plus the chain from the
+  /// oldest version a live worker confirmed (never a chain a live worker still needs). Throws what
+  /// sync::VersionStore::publish throws, and std::runtime_error naming the tensor and element when a weight
+  /// is NaN/Inf (nothing is published then).
   PublishStats publish(uint64_t version, const std::vector<sync::TensorView>& weights);
 
   /// Multi-trainer runs, rank 0: a second stream holding only the global weights after each outer round
@@ -71,6 +85,8 @@ class Publisher {
   std::unique_ptr<sync::PatchServer> server_;
   std::string patch_dir_;
   std::string token_;
+  std::function<std::vector<std::string>()> live_workers_;
+  void prune_folder();
   std::unique_ptr<sync::VersionStore> global_store_;
   std::unique_ptr<sync::PatchServer> global_server_;
 };

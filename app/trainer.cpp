@@ -86,6 +86,7 @@ rl::EvalReport Trainer::pass_at_1() {
 void Trainer::setup() {
   open_run_dir();
   build_policy();
+  open_servers();  // workers can register while SFT runs
   resume_step_ = opt_.resume_dir.empty() ? -1 : latest_checkpoint(run_dir_);
   if (resume_step_ >= 0 && fs::exists(run_dir_ + "/run_state.json")) {
     resume(resume_step_);
@@ -308,8 +309,10 @@ void Trainer::resume(int64_t checkpoint_step) {
   spdlog::info("resuming from checkpoint step {} ({} metrics rows kept)", start_step_, rows.size());
 }
 
-/// Publisher, control server and workers; the workers sync to the trainer's weights before any step.
-void Trainer::start_workers() {
+/// The patch and control servers, up before SFT so that `pulse worker` processes started first can register
+/// (they get work once the first version is published). `pulse trainer` listens on transport.port (control)
+/// and port+1 (patches), shifted by 2 per trainer rank; `pulse run` on free loopback ports.
+void Trainer::open_servers() {
   std::string token = sync::load_token(config_.transport.token_env, config_.transport.token_file);
   if (token.empty()) {
     if (opt_.in_process_workers) {
@@ -319,22 +322,33 @@ void Trainer::start_workers() {
                    config_.transport.token_env);
     }
   }
-  const auto views = adam_->bf16_views();
-  dense_bytes_ = 0;
-  for (const auto& v : views) dense_bytes_ += v.nbytes;
-  publisher_ = std::make_unique<Publisher>(config_, run_dir_, token, version_, views);
-  if (outer_ && group_->rank() == 0) {  // at a round boundary the local weights are the global ones
-    publisher_->publish_global(outer_->rounds_done(), views);
-    spdlog::info("global weights (one version per outer round) served at {}", publisher_->global_url());
-  }
+  int port = 0;  // control; patches on port + 1
+  if (!opt_.in_process_workers && config_.transport.port != 0)
+    port = static_cast<int>(config_.transport.port) + (group_ ? 2 * group_->rank() : 0);
+  publisher_ = std::make_unique<Publisher>(config_, run_dir_, token, port == 0 ? 0 : port + 1);
   RegisterReply boot;
   boot.patch_url = publisher_->patch_url();
   boot.patch_dir = publisher_->patch_dir();
   boot.settings = worker_settings(config_);
   boot.model_config = mc_.to_hf_json();
   boot.tokenizer_name = fs::path(tok_path_).filename().string();
-  fleet_ = std::make_unique<WorkerFleet>(config_, token, boot, sync::read_file(tok_path_),
+  fleet_ = std::make_unique<WorkerFleet>(config_, token, boot, sync::read_file(tok_path_), port,
                                          opt_.in_process_workers);
+  publisher_->set_live_workers([this] { return fleet_->live_ids(); });
+}
+
+/// The first version published and the workers (threads of `pulse run`) started; every live worker syncs
+/// to the trainer's weights before any step.
+void Trainer::start_workers() {
+  const auto views = adam_->bf16_views();
+  dense_bytes_ = 0;
+  for (const auto& v : views) dense_bytes_ += v.nbytes;
+  publisher_->publish_first(version_, views);
+  if (outer_ && group_->rank() == 0) {  // at a round boundary the local weights are the global ones
+    publisher_->publish_global(outer_->rounds_done(), views);
+    spdlog::info("global weights (one version per outer round) served at {}", publisher_->global_url());
+  }
+  fleet_->start_local_workers();
   fleet_->wait_for_workers();
   if (!fleet_->identical(fleet_->sync_all(version_, start_step_), version_, weights_hash()))
     throw std::runtime_error("workers failed to bootstrap to the trainer's weights");
@@ -345,8 +359,11 @@ void Trainer::start_workers() {
                                                 RolloutLimits{mc_.vocab_size, mc_.max_position_embeddings});
   if (start_step_ < steps()) {
     spdlog::info(
-        "GRPO: {} steps x {} prompts x {} samples, {} workers over HTTP ({}), {:.2f} MB dense BF16{}",
+        "GRPO: {} steps x {} prompts x {} samples, {} workers (control {}, patches {}), {:.2f} MB dense "
+        "BF16{}",
         steps(), config_.rl.prompts_per_step, config_.rl.group_size, fleet_->size(), fleet_->url(),
+        publisher_->patch_dir().empty() ? "over HTTP at " + publisher_->patch_url()
+                                        : "through the folder " + publisher_->patch_dir(),
         dense_bytes_ / 1e6,
         pipeline_->lagged() ? ", off-policy lag 1 (generation overlapped with training)" : "");
     if (pipeline_->lagged() && resume_step_ > 0 && resume_pending_.is_null())
@@ -386,9 +403,14 @@ StepRecord Trainer::step(int64_t s) {
     r.transfer_ms = std::max(r.transfer_ms, reports[w].sync.fetch_ms);
     r.apply_ms = std::max(r.apply_ms, reports[w].sync.apply_ms);
     r.load_ms = std::max(r.load_ms, reports[w].sync.load_ms);
-    r.worker_versions[fleet_->ids().at(w)] = reports[w].version;
+    r.worker_versions[reports[w].worker_id] = reports[w].version;
     if (reports[w].sync.prefetched) ++r.prefetched_workers;
   }
+  const FleetEvents ev = fleet_->take_events();  // joins, drops and reassigned prompts during the step
+  r.extra["live_workers"] = ev.live;
+  r.extra["workers_joined"] = ev.joins;
+  r.extra["workers_dropped"] = ev.drops;
+  r.extra["reassigned_prompts"] = ev.reassigned_prompts;
   r.step_ms = ms_since(t_step);
   r.elapsed_s = elapsed();
   return r;
@@ -543,6 +565,9 @@ int Trainer::finish() {
   summary.wall_seconds = elapsed();
   json summary_json = summary.to_json();
   if (group_) summary_json["multi"] = multi_summary(MetricsLog::read(run_dir_ + "/metrics.jsonl"));
+  const json fleet = fleet_summary(MetricsLog::read(run_dir_ + "/metrics.jsonl"));
+  if (!fleet.is_null())
+    summary_json["fleet"] = fleet;  // only when a worker joined late, died or was replaced
   write_json_atomic(run_dir_ + "/summary.json", summary_json);
   try {
     write_report(run_dir_);

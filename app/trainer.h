@@ -67,6 +67,7 @@ class Trainer {
   void build_policy();
   void warm_start();
   void resume(int64_t checkpoint_step);
+  void open_servers();
   void start_workers();
   StepRecord train_on(int64_t s, const StepRollouts& cur);
   void start_group();

@@ -1,12 +1,20 @@
 #include "app/worker.h"
 
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
+#include <mutex>
 #include <numeric>
+#include <set>
+#include <thread>
 
 #include "app/control.h"
 #include "app/job.h"
@@ -16,6 +24,7 @@
 #include "rl/rollout.h"
 #include "sync/atomic_file.h"
 #include "sync/hash.h"
+#include "sync/http_common.h"
 #include "sync/transport_fs.h"
 #include "sync/transport_http.h"
 #include "sync/transport_prefetch.h"
@@ -31,20 +40,54 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// A private scratch folder for the files the worker receives (tokenizer, config.json).
+/// The scratch folders alive in this process (removed by the signal thread of `pulse worker` too).
+std::mutex g_scratch_mu;
+std::set<std::string> g_scratch;
+
+/// A private scratch folder for the files the worker receives (tokenizer, config.json), named
+/// pulse-worker-<pid>-XXXXXX so that a later worker can sweep it when this process was killed.
 struct Scratch {
   std::string path;
   Scratch() {
-    std::string tmpl = (fs::temp_directory_path() / "pulse-worker-XXXXXX").string();
+    std::string tmpl =
+        (fs::temp_directory_path() / ("pulse-worker-" + std::to_string(::getpid()) + "-XXXXXX")).string();
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
     if (!::mkdtemp(buf.data())) throw std::runtime_error("worker: cannot create a temp folder " + tmpl);
     path = buf.data();
+    std::lock_guard<std::mutex> lock(g_scratch_mu);
+    g_scratch.insert(path);
   }
   ~Scratch() {
     std::error_code ec;
     fs::remove_all(path, ec);
+    std::lock_guard<std::mutex> lock(g_scratch_mu);
+    g_scratch.erase(path);
   }
+};
+
+/// What the worker says: a line (info for `pulse worker`, debug for threads of `pulse run`) and, with
+/// --log-json, the event as one JSON object on stdout. Thread-safe.
+class WorkerLog {
+ public:
+  explicit WorkerLog(const WorkerLoopOptions& o) : verbose_(o.verbose), json_(o.log_json) {}
+  void event(json j, const std::string& text, bool warn = false) const {
+    if (json_) {
+      static std::mutex mu;
+      std::lock_guard<std::mutex> lock(mu);
+      std::cout << j.dump() << std::endl;
+    }
+    if (warn) {
+      spdlog::warn("{}", text);
+    } else if (verbose_) {
+      spdlog::info("{}", text);
+    } else {
+      spdlog::debug("{}", text);
+    }
+  }
+
+ private:
+  bool verbose_, json_;
 };
 
 /// A trainer bound to every interface (0.0.0.0) advertises that address; reach its patch server through the
@@ -60,11 +103,48 @@ std::string reachable_patch_url(std::string patch_url, const std::string& contro
   return patch_url;
 }
 
+/// Renews the member's lease every lease_s / 3 on its own connection until destroyed.
+class Heartbeat {
+ public:
+  Heartbeat(const WorkerLoopOptions& o, const RegisterReply& boot)
+      : client_(o.control_url, o.token, std::max(1.0, std::min(o.timeout_s, boot.lease_s / 3)), 0) {
+    client_.set_key(boot.key);
+    const auto period = std::chrono::duration<double>(boot.lease_s / 3);
+    thread_ = std::thread([this, period] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, period, [this] { return done_; })) {
+        lock.unlock();
+        try {
+          client_.heartbeat();
+        } catch (const std::exception&) {
+          // Dropped (410) or the trainer unreachable: the job loop finds out on its next request.
+        }
+        lock.lock();
+      }
+    });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  ControlClient client_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 /// A registered worker: its model, tokenizer, patch source and replica.
 class WorkerSession {
  public:
-  WorkerSession(const WorkerLoopOptions& o, ControlClient& control)
-      : o_(o), boot_(control.register_worker(o.worker_id)) {
+  WorkerSession(const WorkerLoopOptions& o, ControlClient& control, RegisterReply boot, const WorkerLog& log)
+      : o_(o), boot_(std::move(boot)), log_(log), replica_(boot_.worker_id) {
     std::string tok_path = scratch_.path + "/" + boot_.tokenizer_name;
     sync::write_file_atomic(tok_path, control.tokenizer());
     tok_ = model::load_tokenizer(tok_path);
@@ -86,18 +166,20 @@ class WorkerSession {
     patches_ = std::make_unique<sync::PrefetchingSource>(folder_ ? static_cast<sync::PatchSource&>(*folder_)
                                                                  : static_cast<sync::PatchSource&>(*client_));
     rc_ = rollout_config(boot_.settings, o.grade_threads);
-    spdlog::debug("worker {} (index {}) ready: patches from {}", o.worker_id, boot_.index, patch_opts.url);
+    patch_from_ = folder_ ? "folder " + boot_.patch_dir : patch_opts.url;
   }
 
-  int64_t index() const { return boot_.index; }
+  const RegisterReply& boot() const { return boot_; }
+  const std::string& patch_source() const { return patch_from_; }
   uint64_t version() const { return replica_.version(); }
   void stop() { patches_->stop(); }
 
-  /// Sync to the job's version (fetch, validate, apply, confirm the root hash, set the model's weights),
-  /// then for a generate job sample and grade the rollouts.
-  WorkerReport run(const Job& job) {
+  /// Sync to the job's version (fetch, validate, apply, confirm the root hash, set the model's weights);
+  /// returns the sync-only report (share -1).
+  WorkerReport sync(const Job& job) {
     WorkerReport report;
     report.worker = boot_.index;
+    report.worker_id = boot_.worker_id;
     report.seq = job.seq;
     auto t0 = std::chrono::steady_clock::now();
     const uint64_t hits_before = patches_->hits();
@@ -121,25 +203,52 @@ class WorkerSession {
     report.sync.used_anchor = st.used_anchor;
     report.sync.rejected = static_cast<uint64_t>(st.rejected);
     report.sync.prefetched = patches_->hits() > hits_before;
+    if (st.steps > 0) log_applied(report);
     // Download the next version's patch in the background while this worker generates (rl.max_lag = 1:
     // the trainer publishes it meanwhile) or waits for the next job; it is applied at the next sync.
     patches_->start(replica_.version());
-    if (job.kind == JobKind::Generate) {
-      std::vector<int64_t> indices(job.work.problems.size());
-      std::iota(indices.begin(), indices.end(), 0);
-      rc_.policy_version = replica_.version();
-      auto t2 = std::chrono::steady_clock::now();
-      report.rollouts =
-          rl::collect_rollouts(*policy_, *tok_, tmpl_, job.work.problems, rc_, indices, job.work.step_seed);
-      report.generate_ms = ms_since(t2);
-      for (const auto& r : report.rollouts) report.tokens += static_cast<int64_t>(r.response_ids.size());
-    }
     return report;
   }
 
+  /// Samples and grades one share at the replica's version. `base` is the job's sync report (its sync
+  /// numbers travel with the first share only).
+  WorkerReport generate(const JobWork& work, WorkerReport base) {
+    base.share = work.share;
+    std::vector<int64_t> indices(work.problems.size());
+    std::iota(indices.begin(), indices.end(), 0);
+    rc_.policy_version = replica_.version();
+    auto t2 = std::chrono::steady_clock::now();
+    base.rollouts = rl::collect_rollouts(*policy_, *tok_, tmpl_, work.problems, rc_, indices, work.step_seed);
+    base.generate_ms = ms_since(t2);
+    base.tokens = 0;
+    for (const auto& r : base.rollouts) base.tokens += static_cast<int64_t>(r.response_ids.size());
+    return base;
+  }
+
  private:
+  void log_applied(const WorkerReport& r) const {
+    const auto& s = r.sync;
+    log_.event(json{{"event", "applied"},
+                    {"worker", boot_.worker_id},
+                    {"from", s.from},
+                    {"version", s.to},
+                    {"bytes", s.bytes},
+                    {"ms", s.total_ms},
+                    {"fetch_ms", s.fetch_ms},
+                    {"apply_ms", s.apply_ms},
+                    {"load_ms", s.load_ms},
+                    {"anchor", s.used_anchor},
+                    {"root_hash", r.root_hash},
+                    {"root_hash_ok", true}},
+               "worker " + boot_.worker_id + ": version " + std::to_string(s.to) + " applied (from " +
+                   std::to_string(s.from) + (s.used_anchor ? ", via an anchor" : "") + "): " +
+                   std::to_string(s.bytes) + " bytes in " + std::to_string(static_cast<int64_t>(s.total_ms)) +
+                   " ms; root hash " + r.root_hash + " matches the trainer's");
+  }
+
   const WorkerLoopOptions& o_;
   const RegisterReply boot_;
+  const WorkerLog& log_;
   Scratch scratch_;
   std::unique_ptr<model::Tokenizer> tok_;
   model::Transformer policy_{nullptr};
@@ -147,56 +256,203 @@ class WorkerSession {
   std::unique_ptr<sync::PatchClient> client_;
   std::unique_ptr<sync::FsPatchSource> folder_;
   std::unique_ptr<sync::PrefetchingSource> patches_;
-  sync::WorkerReplica replica_{o_.worker_id};
+  sync::WorkerReplica replica_;
   rl::RolloutConfig rc_;
+  std::string patch_from_;
 };
 
-}  // namespace
+/// Why a session ended.
+enum class SessionEnd { Stopped, Lost, Dropped };
 
-void worker_loop(const WorkerLoopOptions& o) {
-  if (o.torch_threads > 0) at::set_num_threads(o.torch_threads);
-  ControlClient control(o.control_url, o.token, o.timeout_s, o.max_retries);
-  WorkerSession session(o, control);
+/// Runs jobs until stop (Stopped), the trainer is unreachable past the retries (Lost) or no longer knows
+/// this member (Dropped). A failing job is reported and rethrown.
+SessionEnd run_jobs(WorkerSession& session, ControlClient& control, const WorkerLog& log, std::string* why) {
   uint64_t seq = 0;
   for (;;) {
-    const Job job = control.next_job(seq);
-    seq = job.seq;
-    if (job.kind == JobKind::Stop) break;
-    WorkerReport report;
+    Job job;
     try {
-      report = session.run(job);
+      job = control.next_job(seq);
+    } catch (const sync::VersionGoneError& e) {
+      *why = e.what();
+      return SessionEnd::Dropped;
+    } catch (const sync::TransportError& e) {
+      *why = e.what();
+      return SessionEnd::Lost;
+    }
+    seq = job.seq;
+    if (job.kind == JobKind::Stop) return SessionEnd::Stopped;
+    std::vector<WorkerReport> reports;
+    try {
+      WorkerReport base = session.sync(job);
+      if (job.work.empty()) reports.push_back(base);
+      for (size_t i = 0; i < job.work.size(); ++i) {
+        if (i == 1) base.sync = SyncReport{};  // the sync numbers count once per job
+        WorkerReport r = session.generate(job.work[i], base);
+        // Each share is posted as soon as it is done: a crash later loses only the shares not yet sent.
+        control.report(r);
+      }
     } catch (const std::exception& e) {
-      session.stop();
       WorkerReport failed;
-      failed.worker = session.index();
+      failed.worker = session.boot().index;
       failed.seq = seq;
       failed.error = e.what();
       try {
         control.report(failed);
       } catch (const std::exception&) {
+        // The trainer is gone too: the caller decides whether to wait for it.
+        *why = e.what();
+        return SessionEnd::Lost;
       }
       throw;
     }
-    control.report(report);
+    try {
+      for (const auto& r : reports) control.report(r);
+    } catch (const sync::VersionGoneError& e) {
+      *why = e.what();
+      return SessionEnd::Dropped;
+    } catch (const sync::TransportError& e) {
+      *why = e.what();
+      return SessionEnd::Lost;
+    }
+    if (!job.work.empty())
+      log.event(json{{"event", "generated"}, {"step", job.step}, {"shares", job.work.size()}},
+                "worker " + session.boot().worker_id + ": step " + std::to_string(job.step) + ": " +
+                    std::to_string(job.work.size()) + " share(s) of prompts sampled and reported");
   }
-  session.stop();
-  spdlog::debug("worker {} stopped at version {}", o.worker_id, session.version());
 }
 
+}  // namespace
+
+int sweep_stale_worker_dirs(const std::string& tmp_dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(tmp_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string prefix = "pulse-worker-";
+    if (name.rfind(prefix, 0) != 0 || !e.is_directory(ec)) continue;
+    const size_t dash = name.find('-', prefix.size());
+    if (dash == std::string::npos) continue;
+    pid_t pid = 0;
+    try {
+      pid = static_cast<pid_t>(std::stol(name.substr(prefix.size(), dash - prefix.size())));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+    if (!rm) ++removed;
+  }
+  return removed;
+}
+
+void worker_loop(const WorkerLoopOptions& o) {
+  if (o.torch_threads > 0) at::set_num_threads(o.torch_threads);
+  WorkerLog log(o);
+  auto last_note = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  auto waiting = [&](const std::string& reason) {
+    if (std::chrono::steady_clock::now() - last_note < std::chrono::seconds(10)) return;
+    last_note = std::chrono::steady_clock::now();
+    log.event(json{{"event", "waiting"}, {"reason", reason}},
+              "worker: waiting to register (up to " +
+                  std::to_string(static_cast<int64_t>(o.register_wait_s)) + " s): " + reason);
+  };
+  for (;;) {
+    ControlClient control(o.control_url, o.token, o.timeout_s, o.max_retries);
+    RegisterReply boot = control.register_worker(o.worker_name, o.register_wait_s, waiting);
+    WorkerSession session(o, control, boot, log);
+    log.event(json{{"event", "registered"},
+                   {"worker", boot.worker_id},
+                   {"slot", boot.index},
+                   {"trainer", o.control_url},
+                   {"lease_s", boot.lease_s}},
+              "worker " + boot.worker_id + ": registered with " + o.control_url + " (slot " +
+                  std::to_string(boot.index) + ", lease " +
+                  std::to_string(static_cast<int64_t>(boot.lease_s)) + " s); patches from " +
+                  session.patch_source());
+    SessionEnd end;
+    std::string why;
+    {
+      Heartbeat heartbeat(o, boot);
+      try {
+        end = run_jobs(session, control, log, &why);
+      } catch (...) {
+        session.stop();
+        throw;
+      }
+    }
+    session.stop();
+    if (end == SessionEnd::Stopped) {
+      log.event(json{{"event", "stopped"}, {"reason", "finished"}, {"version", session.version()}},
+                "worker " + boot.worker_id + ": stopping: the trainer finished the run (at version " +
+                    std::to_string(session.version()) + ")");
+      return;
+    }
+    const std::string what =
+        end == SessionEnd::Dropped ? "the trainer dropped this worker" : "lost the trainer";
+    if (!o.reconnect) throw std::runtime_error("worker " + boot.worker_id + ": " + what + ": " + why);
+    log.event(json{{"event", end == SessionEnd::Dropped ? "dropped" : "lost"}, {"reason", why}},
+              "worker " + boot.worker_id + ": " + what + " (" + why + "); registering again", true);
+    last_note = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  }
+}
+
+namespace {
+
+void setup_worker_logging(bool quiet) {
+  auto logger = spdlog::get("pulse");
+  if (!logger) logger = spdlog::stderr_color_mt("pulse");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);
+}
+
+/// SIGINT/SIGTERM: a thread that waits for them removes the scratch folders, says why, and exits 128+sig.
+void handle_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread started after this
+  std::thread([set] {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) return;
+    {
+      std::lock_guard<std::mutex> lock(g_scratch_mu);
+      for (const auto& p : g_scratch) {
+        std::error_code ec;
+        fs::remove_all(p, ec);
+      }
+    }
+    spdlog::warn("worker: stopping: {}", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    spdlog::default_logger()->flush();
+    std::_Exit(128 + sig);
+  }).detach();
+}
+
+}  // namespace
+
 int worker_main(const WorkerOptions& options) {
+  setup_worker_logging(options.quiet);
+  handle_stop_signals();
+  const int swept = sweep_stale_worker_dirs(fs::temp_directory_path().string());
+  if (swept > 0) spdlog::info("worker: removed {} temp folder(s) of killed workers", swept);
   WorkerLoopOptions o;
   o.control_url = options.trainer_url;
+  if (!options.token.empty() && !options.token_file.empty())
+    throw std::runtime_error("worker: give --token or --token-file, not both");
   o.token = options.token;
+  if (o.token.empty()) o.token = sync::load_token("", options.token_file);
   if (o.token.empty()) o.token = sync::load_token("PULSE_TOKEN", "");
-  o.worker_id = options.worker_id;
-  if (o.worker_id.empty()) {
-    char host[256] = {0};
-    ::gethostname(host, sizeof host - 1);
-    o.worker_id = std::string(host) + "-" + std::to_string(::getpid());
-  }
+  o.worker_name = options.worker_id;
   o.torch_threads = options.threads;
   o.grade_threads = 0;
-  worker_loop(o);
+  o.register_wait_s = options.register_wait_s;
+  o.reconnect = true;
+  o.verbose = !options.quiet;
+  o.log_json = options.log_json;
+  worker_loop(o);  // an error ends it as "pulse: error: <why>" (app/cli.cpp), exit code 1
   return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "sync/transport_fs.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -112,6 +113,21 @@ void FsPublisher::remove_before(uint64_t version) {
     uint64_t from = 0, to = 0;
     if (!parse_marker(name, is_anchor, from, to)) continue;
     if (is_anchor ? to >= version : to > version) continue;
+    std::error_code ec;  // marker first: readers stop trusting the data before it disappears
+    fs::remove(entry.path(), ec);
+    fs::remove(dir_ + "/" + name.substr(0, name.size() - std::string(kReady).size()), ec);
+  }
+}
+
+void FsPublisher::retain(uint64_t patches_after, const std::vector<uint64_t>& anchors) {
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    bool is_anchor = false;
+    uint64_t from = 0, to = 0;
+    if (!parse_marker(name, is_anchor, from, to)) continue;
+    const bool keep =
+        is_anchor ? std::find(anchors.begin(), anchors.end(), to) != anchors.end() : to > patches_after;
+    if (keep) continue;
     std::error_code ec;  // marker first: readers stop trusting the data before it disappears
     fs::remove(entry.path(), ec);
     fs::remove(dir_ + "/" + name.substr(0, name.size() - std::string(kReady).size()), ec);

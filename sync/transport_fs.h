@@ -33,6 +33,10 @@ class FsPublisher {
   void publish_anchor(uint64_t v, const std::vector<uint8_t>& anchor);
   /// Deletes patches with target <= version and anchors < version (marker first, then data).
   void remove_before(uint64_t version);
+  /// Retention: deletes patches with target <= `patches_after` and every anchor not in `anchors` (marker
+  /// first, then data); what a reader at version >= patches_after, or one joining from a kept anchor,
+  /// needs stays. Files that are not pulse's own are left alone.
+  void retain(uint64_t patches_after, const std::vector<uint64_t>& anchors);
   /// Confirmations the workers wrote: worker id -> (version, root hash).
   std::map<std::string, VersionHead> confirmations() const;
   const std::string& dir() const { return dir_; }
