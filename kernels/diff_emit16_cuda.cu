@@ -156,34 +156,43 @@ __global__ void __launch_bounds__(kTileThreads)
 }
 
 /// Phase 2 (one block): per tile, where its changes and tail bytes go and the gap of its first change.
+/// Each thread takes a contiguous run of tiles: (count, last) reduced and block-scanned, then the tail
+/// bytes of its tiles (which need the last change before each) reduced and block-scanned, then written.
 __global__ void __launch_bounds__(kScanThreads)
     scan_tile_info_kernel(const TileInfo* info, uint64_t tiles, TileOffsets* offsets, Totals* totals) {
   using CL = CountLast<uint64_t, int64_t>;
   __shared__ CL smem_cl[kScanThreads / 32];
   __shared__ uint64_t smem_u[kScanThreads / 32];
-  CL carry{0, -1};
-  uint64_t carry_tail = 0;
-  for (uint64_t start = 0; start < tiles; start += kScanThreads) {
-    const uint64_t i = start + threadIdx.x;
-    const TileInfo ti = i < tiles ? info[i] : TileInfo{0, -1, -1, 0};
-    const int64_t tile_base = static_cast<int64_t>(i * kTile);
-    CL chunk;
-    CL before = block_exclusive_scan<kScanThreads>(CL{ti.count, ti.count ? tile_base + ti.last : -1},
-                                                   CountLastOp{}, CL{0, -1}, smem_cl, chunk);
-    before = CountLastOp{}(carry, before);
-    uint64_t first_gap = 0, tail = 0;
-    if (ti.count) {
-      first_gap = static_cast<uint64_t>(tile_base + ti.first - (before.last + 1));
-      tail = tail_len(first_gap >> 7) + ti.tail;
-    }
-    uint64_t chunk_tail;
-    const uint64_t tail_before =
-        block_exclusive_scan<kScanThreads>(tail, SumOp{}, uint64_t{0}, smem_u, chunk_tail);
-    if (i < tiles) offsets[i] = TileOffsets{before.count, carry_tail + tail_before, first_gap};
-    carry = CountLastOp{}(carry, chunk);
-    carry_tail += chunk_tail;
+  const uint64_t per = (tiles + kScanThreads - 1) / kScanThreads;
+  const uint64_t begin = min(tiles, threadIdx.x * per), end = min(tiles, begin + per);
+  auto summary = [&](uint64_t i, const TileInfo& ti) {
+    return CL{ti.count, ti.count ? static_cast<int64_t>(i * kTile) + ti.last : -1};
+  };
+  auto first_gap = [&](uint64_t i, const TileInfo& ti, const CL& before) {
+    return static_cast<uint64_t>(static_cast<int64_t>(i * kTile) + ti.first - (before.last + 1));
+  };
+  CL local{0, -1};
+  for (uint64_t i = begin; i < end; ++i) local = CountLastOp{}(local, summary(i, info[i]));
+  CL all;
+  const CL before = block_exclusive_scan<kScanThreads>(local, CountLastOp{}, CL{0, -1}, smem_cl, all);
+  uint64_t tail_local = 0;
+  CL run = before;
+  for (uint64_t i = begin; i < end; ++i) {
+    const TileInfo ti = info[i];
+    if (ti.count) tail_local += tail_len(first_gap(i, ti, run) >> 7) + ti.tail;
+    run = CountLastOp{}(run, summary(i, ti));
   }
-  if (threadIdx.x == 0) *totals = Totals{carry.count, carry_tail};
+  uint64_t tail_all;
+  uint64_t tail_run = block_exclusive_scan<kScanThreads>(tail_local, SumOp{}, uint64_t{0}, smem_u, tail_all);
+  run = before;
+  for (uint64_t i = begin; i < end; ++i) {
+    const TileInfo ti = info[i];
+    const uint64_t gap = ti.count ? first_gap(i, ti, run) : 0;
+    offsets[i] = TileOffsets{run.count, tail_run, gap};
+    if (ti.count) tail_run += tail_len(gap >> 7) + ti.tail;
+    run = CountLastOp{}(run, summary(i, ti));
+  }
+  if (threadIdx.x == 0) *totals = Totals{all.count, tail_all};
 }
 
 /// Phase 3: each non-empty tile writes its first change's head and tail, then copies the rest.

@@ -138,21 +138,25 @@ __device__ __forceinline__ T block_exclusive_scan(T v, Op op, T identity, T* sme
 // ---- tiled device-wide exclusive scan ---------------------------------------------------------------
 
 /// Phase 2 of every tiled scan: one block of kScanThreads threads turns sums[0..tiles) into their
-/// exclusive prefixes in place and writes op of all to *total.
+/// exclusive prefixes in place and writes op of all to *total. Each thread takes a contiguous run of
+/// tiles (reduced, then one block scan, then written out), so the latency is one block scan whatever
+/// the tile count.
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kScanThreads)
     scan_tile_sums_kernel(T* sums, uint64_t tiles, Op op, T identity, T* total) {
   __shared__ T smem[kScanThreads / 32];
-  T carry = identity;
-  for (uint64_t start = 0; start < tiles; start += kScanThreads) {
-    const uint64_t i = start + threadIdx.x;
-    const T v = i < tiles ? sums[i] : identity;
-    T chunk_total;
-    const T excl = block_exclusive_scan<kScanThreads>(v, op, identity, smem, chunk_total);
-    if (i < tiles) sums[i] = op(carry, excl);
-    carry = op(carry, chunk_total);
+  const uint64_t per = (tiles + kScanThreads - 1) / kScanThreads;
+  const uint64_t begin = min(tiles, threadIdx.x * per), end = min(tiles, begin + per);
+  T local = identity;
+  for (uint64_t i = begin; i < end; ++i) local = op(local, sums[i]);
+  T all;
+  T run = block_exclusive_scan<kScanThreads>(local, op, identity, smem, all);
+  for (uint64_t i = begin; i < end; ++i) {
+    const T v = sums[i];
+    sums[i] = run;
+    run = op(run, v);
   }
-  if (threadIdx.x == 0) *total = carry;
+  if (threadIdx.x == 0) *total = all;
 }
 
 /// Phase 1: sums[tile] = op of item(i) over the tile's items (items past n are identity).
