@@ -5,6 +5,10 @@
 #   bench/gpu_check.sh [RESULT_JSON]     default: $OUT/gpu_check.json when $OUT is set, else
 #                                        runs/gpu_check.json
 #
+# Before: bench/gpu_debs.sh on the machine with nvcc and a package mirror, then carry the working tree
+# plus bench/gpu-debs/ (git-ignored, ~15 MB) to the GPU machine. PULSE_GPU_CHECK_ELEMENTS (default 20 M)
+# sets the benchmark size, PULSE_GPU_CHECK_BUDGET (default 470 s) the time budget.
+#
 # Steps (each under a time limit; a failed step is recorded and the rest still run where they can):
 #   env       nvidia-smi, nvcc, cmake, ninja, g++, python3's torch (version, CUDA, cmake_prefix_path)
 #   prebuilt  bench/gpu-debs/prebuilt/ (made by bench/gpu_debs.sh on a machine with nvcc): the GPU tests
