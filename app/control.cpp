@@ -286,8 +286,9 @@ void ControlServer::drop_locked(Member& m, const std::string& why) {
   const int64_t live = live_count_locked();
   if (live == 0) none_live_since_ = Clock::now();
   if (shares > 0) {
-    spdlog::warn("worker {} {}: dropped; its {} unfinished prompts of step {} go to the {} live workers",
-                 m.id, why, prompts, step_, live);
+    spdlog::warn("worker {} {}: dropped; its {} unfinished prompts of step {} go to {}", m.id, why, prompts,
+                 step_,
+                 live > 0 ? "the " + std::to_string(live) + " live worker(s)" : "the next worker to join");
   } else {
     spdlog::warn("worker {} {}: dropped ({} live)", m.id, why, live);
   }
