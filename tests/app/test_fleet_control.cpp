@@ -6,11 +6,15 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <thread>
 
+#include "app/config.h"
 #include "app/control.h"
+#include "app/publisher.h"
 #include "app/worker.h"
 #include "sync/httplib_config.h"
+#include "sync/transport_fs.h"
 #include "sync/transport_source.h"
 #include "tests/app/run_test_util.h"
 
@@ -210,4 +214,50 @@ TEST_CASE("fleet: temp folders of killed workers are swept, live ones kept", "[a
   CHECK_FALSE(std::filesystem::exists(stale));
   CHECK(std::filesystem::exists(live));
   CHECK(std::filesystem::exists(other));
+}
+
+TEST_CASE("fleet: the fs folder keeps the store's anchors and the chain a live worker still needs",
+          "[app][fleet][fs]") {
+  test_run::ScopedTempDir dir("fleet-fs-retention");
+  app::Config config;
+  config.transport.kind = "fs";
+  config.transport.dir = dir.path + "/shared";
+  config.sync.retention.anchor_every = 2;
+  config.sync.retention.keep_anchors = 1;
+  std::vector<uint16_t> w(256, 0x3F80);
+  auto view = [&] {
+    return std::vector<sync::TensorView>{sync::TensorView{
+        "model.w", sync::DType::BF16, {256}, reinterpret_cast<const uint8_t*>(w.data()), w.size() * 2}};
+  };
+  app::Publisher pub(config, dir.path, "", 0);
+  pub.publish_first(0, view());
+  std::vector<std::string> live = {"slow"};
+  pub.set_live_workers([&] { return live; });
+  sync::FsPatchSource(config.transport.dir).confirm("slow", 1, 0);  // live, lagging at version 1
+  sync::FsPatchSource(config.transport.dir).confirm("dead", 0, 0);  // not live: does not hold anything
+  auto names = [&] {
+    std::set<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(config.transport.dir))
+      if (e.is_regular_file() && e.path().extension() == ".ready") out.insert(e.path().stem().string());
+    return out;
+  };
+  auto v = [](unsigned long long x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%020llu", x);
+    return std::string(b);
+  };
+  auto patch = [&](int a, int b) { return "patch-" + v(a) + "-" + v(b) + ".pulse"; };
+  for (int version = 1; version <= 6; ++version) {
+    w[static_cast<size_t>(version)] = 0x4000;
+    pub.publish(static_cast<uint64_t>(version), view());
+  }
+  // keep_anchors = 1: the store keeps anchor 6 only; the folder also keeps slow's chain from version 1.
+  CHECK(names() == std::set<std::string>{"anchor-" + v(6) + ".pulse", patch(1, 2), patch(2, 3), patch(3, 4),
+                                         patch(4, 5), patch(5, 6)});
+  // Once slow is gone (dropped), the next publish prunes to what the store keeps.
+  live.clear();
+  w[7] = 0x4000;
+  pub.publish(7, view());
+  CHECK(names() == std::set<std::string>{"anchor-" + v(6) + ".pulse", patch(6, 7)});
+  pub.stop();
 }
