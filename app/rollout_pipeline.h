@@ -2,8 +2,9 @@
 //   lag 0: the workers sync to version v, then sample step s at v; the trainer waits, then steps.
 //   lag 1: while the trainer takes step s on rollouts sampled at version v-1, the workers sample step s+1
 //          at version v (syncing to it first). The TIS weight pi_old / pi_sampler corrects the gap.
-// The step's prompts are split among the workers in index order; their rollouts are reassembled in that
-// order, so a step's batch does not depend on how many workers sampled it.
+// The step's prompts are split into run.workers fixed shares in index order (app/control.h gives them to
+// the live workers and reassigns a dead worker's); their rollouts are reassembled in that order, so a
+// step's batch does not depend on which or how many workers sampled it.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
