@@ -86,6 +86,15 @@ TEST_CASE("pulse data fetch --from, then pulse eval configs/mbpp-eval.toml: test
   auto again = pulse_cli({"data", "fetch", "mbpp"});  // installed: no network needed
   CHECK(again.code == 0);
   CHECK(again.out.find("(already installed, verified)") != std::string::npos);
+  auto list = pulse_cli({"data", "list"});
+  CHECK(list.code == 0);
+  CHECK(list.out.find("datasets/data/mbpp.jsonl 563743 bytes sha256 "
+                      "ccf64ceae9c5403bf50a044cb6d505bfd2a2963ee58338ba268fd65beab92a9f (present)") !=
+        std::string::npos);
+  CHECK(list.out.find("datasets/data/math500_test.jsonl 446564 bytes sha256 "
+                      "35dc41080a3680858b27fa7e0533d2d547825316fc5dafe5d316f4ccc5a06132 (missing)") !=
+        std::string::npos);
+  CHECK(list.out.find("source https://people.eecs.berkeley.edu/~hendrycks/MATH.tar") != std::string::npos);
   auto unknown = pulse_cli({"data", "fetch", "humaneval"});
   CHECK(unknown.code == 1);
   CHECK(unknown.err.find("unknown dataset 'humaneval' (known: math500, math, mbpp, gsm8k)") !=
