@@ -591,7 +591,9 @@ RegisterReply ControlClient::register_worker(const std::string& name, double wai
                                  impl_->url + " POST /v1/register: gave up after " +
                                      std::to_string(static_cast<int>(seconds_since(t0))) + " s: " + reason);
     if (waiting) waiting(reason);
-    std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+    // A full run (409) is asked again soon: the trainer is up, and a dead worker's place frees any moment.
+    const bool full = res && res->status == 409;
+    std::this_thread::sleep_for(std::chrono::duration<double>(full ? std::min(backoff, 0.25) : backoff));
     backoff = std::min(5.0, backoff * 2);
   }
 }

@@ -152,8 +152,9 @@ class ControlClient {
  public:
   ControlClient(std::string url, std::string token, double timeout_s = 60, int max_retries = 5);
   ~ControlClient();
-  /// Registers as `name` ("" = let the trainer name it). While the trainer cannot be reached, answers 5xx,
-  /// or 409 (the run has all its live workers), retries with backoff (0.25 s doubling to 5 s) for up to
+  /// Registers as `name` ("" = let the trainer name it). While the trainer cannot be reached or answers 5xx
+  /// it retries with backoff (0.25 s doubling to 5 s), while it answers 409 (the run has all its live
+  /// workers) every 0.25 s; for up to
   /// `wait_s` seconds, calling `waiting(reason)` before each wait; then throws sync::TransportError. 401
   /// and other 4xx throw at once.
   RegisterReply register_worker(const std::string& name, double wait_s = 0,

@@ -48,7 +48,7 @@ void wait_for_text(const std::string& path, const std::string& needle, pid_t pid
   }
 }
 
-/// The trainer's --set list of these tests: 8 (or `steps`) GRPO steps on a tiny model, lease 2 s.
+/// The trainer's --set list of these tests: `steps` GRPO steps on a tiny model, lease 2 s.
 std::vector<std::string> trainer_args(const std::string& cfg, const std::string& run, int port, int steps) {
   return {"trainer",
           cfg,
@@ -93,11 +93,18 @@ TEST_CASE("fleet e2e: workers started first; one SIGKILLed mid-run and replaced;
   ScopedTempDir dir("fleet-kill");
   const std::string cfg = write_tiny_config(dir);
   ::setenv("PULSE_TOKEN", "fleet-test-token", 1);  // inherited by every process
-  const int steps = 8;
+  // Many tiny steps (tens of ms each): the run goes on long enough after the drop for the replacement to
+  // join (it asks every 0.25 s while the run is full).
+  const int steps = 40;
+  auto targs = [&](const std::string& run, int port) {
+    auto a = trainer_args(cfg, run, port, steps);
+    a.insert(a.end(), {"--set", "run.checkpoint_every=0"});
+    return a;
+  };
 
   // The uninterrupted reference: trainer first, two workers.
   const int ref_port = pulse::app::free_tcp_port("127.0.0.1");
-  pid_t ref = spawn_pulse(trainer_args(cfg, dir.path + "/ref", ref_port, steps), dir.path + "/ref");
+  pid_t ref = spawn_pulse(targs(dir.path + "/ref", ref_port), dir.path + "/ref");
   pid_t r0 = spawn_pulse(worker_args(ref_port, "ref-a"), dir.path + "/ref-a");
   pid_t r1 = spawn_pulse(worker_args(ref_port, "ref-b"), dir.path + "/ref-b");
   REQUIRE(wait_exit(ref) == 0);
@@ -116,7 +123,7 @@ TEST_CASE("fleet e2e: workers started first; one SIGKILLed mid-run and replaced;
   wait_for_text(dir.path + "/gpu-a.err", "waiting to register", wa);
   CHECK_THAT(read_or_empty(dir.path + "/gpu-a.err"), Catch::Contains("not reachable"));
   const std::string run = dir.path + "/run";
-  pid_t trainer = spawn_pulse(trainer_args(cfg, run, port, steps), dir.path + "/trainer");
+  pid_t trainer = spawn_pulse(targs(run, port), dir.path + "/trainer");
   wait_for_text(dir.path + "/gpu-a.err", "registered with", wa);
 
   // gpu-b dies with SIGKILL once it applied version 2 (it is then in step 2's jobs).
