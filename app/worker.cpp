@@ -408,16 +408,22 @@ void setup_worker_logging(bool quiet) {
   spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);
 }
 
-/// SIGINT/SIGTERM: a thread that waits for them removes the scratch folders, says why, and exits 128+sig.
+/// SIGINT/SIGTERM: the handler (async-signal-safe) writes the signal number to a pipe; a thread reading it
+/// removes the scratch folders, says why, and exits 128+sig. (Threads LibTorch started before main leave
+/// sigwait-style blocking unreliable, so a handler it is.)
+int g_signal_pipe[2] = {-1, -1};
+
+void on_stop_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &b, 1);
+}
+
 void handle_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread started after this
-  std::thread([set] {
-    int sig = 0;
-    if (sigwait(&set, &sig) != 0) return;
+  if (::pipe(g_signal_pipe) != 0) return;  // no cleanup on signals then; the next worker sweeps
+  std::thread([] {
+    unsigned char b = 0;
+    if (::read(g_signal_pipe[0], &b, 1) != 1) return;
+    const int sig = b;
     {
       std::lock_guard<std::mutex> lock(g_scratch_mu);
       for (const auto& p : g_scratch) {
@@ -429,6 +435,11 @@ void handle_stop_signals() {
     spdlog::default_logger()->flush();
     std::_Exit(128 + sig);
   }).detach();
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
 }
 
 }  // namespace

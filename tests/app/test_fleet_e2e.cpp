@@ -218,3 +218,27 @@ TEST_CASE("fleet e2e: a trainer killed with SIGKILL and resumed is found by the 
   CHECK(rows.back()["worker_versions"]["gpu-a"] == 6);
   CHECK(rows.back()["worker_versions"]["gpu-b"] == 6);
 }
+
+TEST_CASE("fleet e2e: a worker stopped with SIGTERM says so and leaves no temp folder", "[app][e2e][fleet]") {
+  ScopedTempDir dir("fleet-term");
+  const std::string cfg = write_tiny_config(dir);
+  const std::string tmp = dir.path + "/tmp";
+  fs::create_directories(tmp);
+  ::setenv("PULSE_TOKEN", "term-test-token", 1);
+  const int port = pulse::app::free_tcp_port("127.0.0.1");
+  auto args = trainer_args(cfg, dir.path + "/run", port, 1000);
+  args.insert(args.end(), {"--set", "run.checkpoint_every=0", "--set", "run.workers=1"});
+  pid_t trainer = spawn_pulse(args, dir.path + "/trainer");
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  pid_t w = spawn_pulse(worker_args(port, "gpu-t"), dir.path + "/gpu-t");
+  ::unsetenv("TMPDIR");
+  ::unsetenv("PULSE_TOKEN");
+  wait_for_text(dir.path + "/gpu-t.out", "\"version\":3", w);
+  CHECK(scratch_folders(tmp, w) == 1);
+  ::kill(w, SIGTERM);
+  CHECK(wait_exit(w) == 128 + SIGTERM);
+  CHECK(scratch_folders(tmp, w) == 0);
+  CHECK_THAT(read_or_empty(dir.path + "/gpu-t.err"), Catch::Contains("stopping: SIGTERM"));
+  ::kill(trainer, SIGKILL);
+  CHECK(wait_exit(trainer) == 128 + SIGKILL);
+}
