@@ -293,7 +293,7 @@ void transport_fields(FieldTable& t, Config& c) {
   t.add("transport", "timeout_s", &c.transport.timeout_s, "client timeout per request (seconds)",
         real_range(&c.transport.timeout_s, 0.0, 86400.0, true));
   t.add("transport", "lease_s", &c.transport.lease_s,
-        "a worker silent this long (seconds; it heartbeats every lease_s/3) is dropped, its prompts reassigned",
+        "a worker silent this long (s; heartbeats every lease_s/3) is dropped, its prompts reassigned",
         real_range(&c.transport.lease_s, 0.0, 86400.0, true));
   t.add("transport", "no_worker_timeout_s", &c.transport.no_worker_timeout_s,
         "the run fails after this long (seconds) with no live worker",

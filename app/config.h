@@ -81,9 +81,7 @@ struct TransportSection {
   std::string kind = "http";  ///< http: patches from the trainer's HTTP server; fs: through a shared folder
   std::string dir;            ///< fs: the shared folder (NFS, object-store mount); "" = <run dir>/patches
   std::string host = "127.0.0.1";  ///< trainer bind address
-  int64_t port = 29600;  ///< control port (fixed, so --resume and restarted workers find it again);
-                         ///< patches use port+1; 0 = two free ports. `pulse run` always uses free ones
-
+  int64_t port = 29600;            ///< control port, fixed (--resume reuses it); patches on port+1; 0 = free
   std::string token_env = "PULSE_TOKEN";  ///< env var holding the bearer token
   std::string token_file;                 ///< or a file holding it; "" and unset env = a random token per run
   std::string tls_cert, tls_key;          ///< optional TLS on the patch server
