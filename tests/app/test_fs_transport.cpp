@@ -14,8 +14,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace pulse::test_run;
 
-TEST_CASE("tiny pulse run over the folder transport: workers bit-identical and the folder pruned like the store",
-          "[app][e2e][fs]") {
+TEST_CASE("fs transport run: workers bit-identical and the folder pruned like the store", "[app][e2e][fs]") {
   std::string dir = temp_dir("fs-e2e");
   std::string cfg = write_tiny_config(dir);
   CHECK_THROWS_WITH(pulse::app::load_config(cfg, {"transport.kind=ftp"}), Catch::Contains("transport.kind"));

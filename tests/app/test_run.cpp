@@ -113,13 +113,13 @@ TEST_CASE("kill -9 then --resume reproduces the uninterrupted run's metrics", "[
 TEST_CASE("pulse trainer + two pulse worker processes run the same job over HTTP", "[app][e2e][roles]") {
   std::string dir = temp_dir("roles");
   std::string cfg = write_tiny_config(dir);
-  ::setenv("PULSE_TOKEN", "roles-test-token", 1);  // inherited by the three processes
+  ::setenv("PULSE_TOKEN", "roles-test-token", 1);           // inherited by the three processes
   const int port = pulse::app::free_tcp_port("127.0.0.1");  // not the fixed default: tests run in parallel
-  pid_t trainer = spawn_pulse(
-      {"trainer", cfg, "--set", "run.dir=" + dir + "/run", "--set", "transport.port=" + std::to_string(port),
-       "--set", "rl.steps=2", "--set", "sft.steps=5",
-       "--set", "sft.warmup_steps=1", "--set", "eval.before=false", "--set", "eval.after=false"},
-      dir + "/trainer");
+  pid_t trainer =
+      spawn_pulse({"trainer", cfg, "--set", "run.dir=" + dir + "/run", "--set",
+                   "transport.port=" + std::to_string(port), "--set", "rl.steps=2", "--set", "sft.steps=5",
+                   "--set", "sft.warmup_steps=1", "--set", "eval.before=false", "--set", "eval.after=false"},
+                  dir + "/trainer");
   // The control URL is in the trainer's log once it listens.
   std::string url;
   for (int i = 0; i < 3000 && url.empty(); ++i) {
