@@ -312,8 +312,8 @@ void eval_fields(FieldTable& t, Config& c) {
   t.add("eval", "max_new_tokens", &c.eval.pass_at_1.sampling.max_new_tokens, "response length cap (tokens)",
         int_range(&c.eval.pass_at_1.sampling.max_new_tokens, 1, 1 << 20));
   rl::EvalConfig& e = c.eval.pass_at_1;
-  t.add("eval", "greedy", &e.greedy, "greedy decoding, one sample per problem (false: eval.n_samples sampled)",
-        any());
+  t.add("eval", "greedy", &e.greedy,
+        "greedy decoding, one sample per problem (false: eval.n_samples sampled)", any());
   t.add("eval", "n_samples", &e.n_samples, "n: samples per problem when not greedy",
         int_range(&e.n_samples, 1, 1 << 20));
   t.add("eval", "k", &e.k, "k of pass@k (unbiased estimator, Chen et al. 2021), 1 <= k <= n_samples",
