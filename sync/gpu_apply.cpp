@@ -10,6 +10,7 @@
 #include "sync/index_coding.h"
 #include "sync/parallel.h"
 #include "sync/patch_container.h"
+#include "sync/patch_root_checks.h"
 
 #ifdef PULSE_CUDA
 #include <cuda_runtime_api.h>
@@ -49,13 +50,6 @@ struct DeviceBuffer {
   uint8_t* bytes() const { return static_cast<uint8_t*>(p); }
 };
 
-std::string versions(const PatchInfo& info) {
-  return (info.anchor ? std::string("anchor")
-                      : "base version " + std::to_string(info.base_version) + " (root " +
-                            hash_hex(info.base_root_hash) + ")") +
-         " -> target version " + std::to_string(info.target_version) + " (root " +
-         hash_hex(info.target_root_hash) + ")";
-}
 
 /// One tensor's change list in varint-gap form (host), what the device scatter takes.
 struct VarintForm {
@@ -133,7 +127,7 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
     const auto& t = info.tensors[k];
     auto it = by_name.find(t.name);
     if (it == by_name.end())
-      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + versions(info) + ")");
+      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + patch_versions(info) + ")");
     const auto& w = weights[it->second];
     if (w.dtype != t.dtype || w.shape != t.shape)
       throw PatchError("tensor '" + t.name + "': the patch's " + (w.dtype != t.dtype ? "dtype" : "shape") +
@@ -142,7 +136,7 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
   }
   if (weights.size() != info.tensors.size())
     throw PatchError("the weights hold " + std::to_string(weights.size()) + " tensors, the patch " +
-                     std::to_string(info.tensors.size()) + " (" + versions(info) + ")");
+                     std::to_string(info.tensors.size()) + " (" + patch_versions(info) + ")");
 
   const ScratchBuffer payload = read_payload(c, data, size, options.threads);
   parallel_for(info.tensors.size(), options.threads, [&](size_t k) {
@@ -163,28 +157,7 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
       current[target_of[k]] = device_hash(w.data, static_cast<uint64_t>(numel(w.shape)), s);
     }
   }
-  const uint64_t root = trusted ? *options.trusted_root : root_hash(views, current);
-  std::vector<uint64_t> table_hashes(weights.size(), 0);
-  for (size_t k = 0; k < info.tensors.size(); ++k) table_hashes[target_of[k]] = info.tensors[k].target_hash;
-  if (root_hash(views, table_hashes) != info.target_root_hash)
-    throw PatchError("patch header: target root " + hash_hex(info.target_root_hash) +
-                     " is not the root hash of its tensor table (" + versions(info) + ")");
-  if (root == info.target_root_hash) {
-    bool all = true;
-    for (size_t k = 0; k < info.tensors.size() && !trusted; ++k)
-      all = all && current[target_of[k]] == info.tensors[k].target_hash;
-    if (all) return false;
-  }
-  if (!info.anchor && root != info.base_root_hash)
-    throw PatchError("patch base mismatch: the patch goes from " + versions(info) +
-                     ", but the weights have " + (trusted ? "the trusted root " : "root ") + hash_hex(root) +
-                     " (neither the base nor the target)");
-  for (size_t k = 0; k < info.tensors.size(); ++k) {
-    const auto& t = info.tensors[k];
-    if (t.changed == 0 && t.index_coding != kIndexDense && current[target_of[k]] != t.target_hash)
-      throw PatchError("patch tensor '" + t.name +
-                       "' is unchanged but its target hash differs from the base (" + versions(info) + ")");
-  }
+  if (check_patch_roots(info, target_of, views, current, options.trusted_root)) return false;
 
   // Apply tensor by tensor on the device, verify each target hash, roll back everything on any failure.
   std::vector<VarintForm> forms(info.tensors.size());
@@ -204,12 +177,12 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
       const uint64_t after = device_hash(w.data, n, s);
       if (after != t.target_hash)
         failure = "patch tensor '" + t.name + "': hash after apply " + hash_hex(after) +
-                  " differs from the target hash " + hash_hex(t.target_hash) + " (" + versions(info) +
+                  " differs from the target hash " + hash_hex(t.target_hash) + " (" + patch_versions(info) +
                   "); weights rolled back";
     }
   } catch (const std::exception& e) {
     failure =
-        std::string("patch apply failed (") + versions(info) + "): " + e.what() + "; weights rolled back";
+        std::string("patch apply failed (") + patch_versions(info) + "): " + e.what() + "; weights rolled back";
   }
   if (!failure.empty()) {
     for (size_t k = 0; k < info.tensors.size(); ++k) {

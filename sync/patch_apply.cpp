@@ -12,6 +12,7 @@
 #include "sync/parallel.h"
 #include "sync/patch.h"
 #include "sync/patch_container.h"
+#include "sync/patch_root_checks.h"
 #include "sync/scratch_buffer.h"
 #include "sync/value_coding.h"
 
@@ -142,13 +143,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
-std::string versions(const PatchInfo& info) {
-  return (info.anchor ? std::string("anchor")
-                      : "base version " + std::to_string(info.base_version) + " (root " +
-                            hash_hex(info.base_root_hash) + ")") +
-         " -> target version " + std::to_string(info.target_version) + " (root " +
-         hash_hex(info.target_root_hash) + ")";
-}
 
 }  // namespace
 
@@ -184,7 +178,7 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
     const auto& t = info.tensors[k];
     auto it = by_name.find(t.name);
     if (it == by_name.end())
-      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + versions(info) + ")");
+      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + patch_versions(info) + ")");
     const auto& w = weights[it->second];
     if (w.dtype != t.dtype)
       throw PatchError("tensor '" + t.name + "': patch dtype " + std::string(dtype_name(t.dtype)) +
@@ -203,7 +197,7 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
                                 else
                                   return a.name < b;
                               }))
-        throw PatchError("weights tensor '" + w.name + "' is not in the patch (" + versions(info) + ")");
+        throw PatchError("weights tensor '" + w.name + "' is not in the patch (" + patch_versions(info) + ")");
 
   // Payload: chunk checksums, decompression, every index stream.
   const ScratchBuffer payload = read_payload(c, data, size, threads);
@@ -229,31 +223,7 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
                [&](size_t o) { current[by_size[o]] = tensor_hash(weights[by_size[o]].view()); });
   std::vector<TensorView> views;
   for (const auto& w : weights) views.push_back(w.view());
-  const uint64_t root = trusted ? *options.trusted_root : root_hash(views, current);
-  // The header's target root must be the root of its own tensor table (FORMAT.md, Hashes; the header
-  // checksum is no signature): a caller that derives its root from the table after apply (WorkerReplica)
-  // must not be told another one. Checked before the weights are touched (and before a no-op answer).
-  std::vector<uint64_t> table_hashes(weights.size(), 0);
-  for (size_t k = 0; k < info.tensors.size(); ++k) table_hashes[target_of[k]] = info.tensors[k].target_hash;
-  if (root_hash(views, table_hashes) != info.target_root_hash)
-    throw PatchError("patch header: target root " + hash_hex(info.target_root_hash) +
-                     " is not the root hash of its tensor table (" + versions(info) + ")");
-  if (root == info.target_root_hash) {
-    bool all = true;
-    for (size_t k = 0; k < info.tensors.size() && !trusted; ++k)
-      all = all && current[target_of[k]] == info.tensors[k].target_hash;
-    if (all) return false;
-  }
-  if (!info.anchor && root != info.base_root_hash)
-    throw PatchError("patch base mismatch: the patch goes from " + versions(info) +
-                     ", but the weights have " + (trusted ? "the trusted root " : "root ") + hash_hex(root) +
-                     " (neither the base nor the target)");
-  for (size_t k = 0; k < info.tensors.size(); ++k) {
-    const auto& t = info.tensors[k];
-    if (t.changed == 0 && t.index_coding != kIndexDense && current[target_of[k]] != t.target_hash)
-      throw PatchError("patch tensor '" + t.name +
-                       "' is unchanged but its target hash differs from the base (" + versions(info) + ")");
-  }
+  if (check_patch_roots(info, target_of, views, current, options.trusted_root)) return false;
 
   // Apply (biggest first), verify each target hash, roll back everything on any failure.
   std::vector<size_t> order(info.tensors.size());
@@ -297,10 +267,10 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
       if (after[k] != info.tensors[k].target_hash)
         failure = "patch tensor '" + info.tensors[k].name + "': hash after apply " + hash_hex(after[k]) +
                   " differs from the target hash " + hash_hex(info.tensors[k].target_hash) + " (" +
-                  versions(info) + "); weights rolled back";
+                  patch_versions(info) + "); weights rolled back";
   } catch (const std::exception& e) {
     failure =
-        std::string("patch apply failed (") + versions(info) + "): " + e.what() + "; weights rolled back";
+        std::string("patch apply failed (") + patch_versions(info) + "): " + e.what() + "; weights rolled back";
   }
   if (!failure.empty()) {
     parallel_for(order.size(), threads, [&](size_t o) { dispatch(order[o], true); });

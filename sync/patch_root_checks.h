@@ -1,0 +1,29 @@
+// The checks every apply path (host apply_patch, device apply_patch_cuda) makes between parsing a patch
+// and touching the weights: FORMAT.md, "Hashes". One copy, so the CPU and GPU paths refuse the same
+// patches with the same messages.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sync/patch.h"
+#include "sync/tensor_view.h"
+
+namespace pulse::sync {
+
+/// "base version B (root R) -> target version T (root R')", or "anchor -> ..." for error messages.
+std::string patch_versions(const PatchInfo& info);
+
+/// Decides, before anything is written, whether a patch may be applied to weights whose tensors are
+/// `views` (names, dtypes, shapes; data unused) with tensor hashes `current` (current[i] belongs to
+/// views[i]; with a trusted root only the tensors the patch leaves unchanged need to be hashed).
+/// target_of[k] is the index in `views` of the patch's k-th tensor. Returns true when the weights already
+/// are the target (a no-op), false when the patch applies. Throws PatchError when the header's target
+/// root is not the root of its own tensor table, when the weights are neither the base nor the target,
+/// or when a tensor the patch leaves unchanged differs from its target hash. Pure; thread-safe.
+bool check_patch_roots(const PatchInfo& info, const std::vector<size_t>& target_of,
+                       const std::vector<TensorView>& views, const std::vector<uint64_t>& current,
+                       const std::optional<uint64_t>& trusted_root);
+
+}  // namespace pulse::sync
