@@ -50,7 +50,6 @@ struct DeviceBuffer {
   uint8_t* bytes() const { return static_cast<uint8_t*>(p); }
 };
 
-
 /// One tensor's change list in varint-gap form (host), what the device scatter takes.
 struct VarintForm {
   std::vector<uint8_t> index;   ///< heads then tails
@@ -127,7 +126,8 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
     const auto& t = info.tensors[k];
     auto it = by_name.find(t.name);
     if (it == by_name.end())
-      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + patch_versions(info) + ")");
+      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + patch_versions(info) +
+                       ")");
     const auto& w = weights[it->second];
     if (w.dtype != t.dtype || w.shape != t.shape)
       throw PatchError("tensor '" + t.name + "': the patch's " + (w.dtype != t.dtype ? "dtype" : "shape") +
@@ -181,8 +181,8 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
                   "); weights rolled back";
     }
   } catch (const std::exception& e) {
-    failure =
-        std::string("patch apply failed (") + patch_versions(info) + "): " + e.what() + "; weights rolled back";
+    failure = std::string("patch apply failed (") + patch_versions(info) + "): " + e.what() +
+              "; weights rolled back";
   }
   if (!failure.empty()) {
     for (size_t k = 0; k < info.tensors.size(); ++k) {

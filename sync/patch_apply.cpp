@@ -143,7 +143,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
-
 }  // namespace
 
 PatchInfo inspect_patch(const uint8_t* data, size_t size) {
@@ -178,7 +177,8 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
     const auto& t = info.tensors[k];
     auto it = by_name.find(t.name);
     if (it == by_name.end())
-      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + patch_versions(info) + ")");
+      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + patch_versions(info) +
+                       ")");
     const auto& w = weights[it->second];
     if (w.dtype != t.dtype)
       throw PatchError("tensor '" + t.name + "': patch dtype " + std::string(dtype_name(t.dtype)) +
@@ -197,7 +197,8 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
                                 else
                                   return a.name < b;
                               }))
-        throw PatchError("weights tensor '" + w.name + "' is not in the patch (" + patch_versions(info) + ")");
+        throw PatchError("weights tensor '" + w.name + "' is not in the patch (" + patch_versions(info) +
+                         ")");
 
   // Payload: chunk checksums, decompression, every index stream.
   const ScratchBuffer payload = read_payload(c, data, size, threads);
@@ -269,8 +270,8 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
                   " differs from the target hash " + hash_hex(info.tensors[k].target_hash) + " (" +
                   patch_versions(info) + "); weights rolled back";
   } catch (const std::exception& e) {
-    failure =
-        std::string("patch apply failed (") + patch_versions(info) + "): " + e.what() + "; weights rolled back";
+    failure = std::string("patch apply failed (") + patch_versions(info) + "): " + e.what() +
+              "; weights rolled back";
   }
   if (!failure.empty()) {
     parallel_for(order.size(), threads, [&](size_t o) { dispatch(order[o], true); });
