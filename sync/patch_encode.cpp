@@ -2,11 +2,9 @@
 // memory), per-tensor index coding choice, byte-plane value streams, then the chunked container
 // (sync/patch_container.cpp), compressed straight from the stream buffers.
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <numeric>
 
 #include "kernels/diff_emit16.h"
@@ -31,10 +29,8 @@ using kernels::emit16_tail_room;
 using kernels::Emit16Cursor;
 using kernels::Emit16Hash;
 using kernels::kDiffGroup;
-using kernels::kXxh3BlockBytes;
 using kernels::kXxh3LongMinBytes;
 using kernels::xxh3_default_secret;
-using kernels::xxh3_long_add_block_sum;
 using kernels::xxh3_long_block_bytes;
 using kernels::xxh3_long_finish;
 using kernels::xxh3_long_init;
@@ -48,12 +44,6 @@ constexpr uint64_t kGroupTensorBytes = 4u << 20;
 
 // Elements the scan compares and hashes per step: 64 KiB of each side stays in L2 while it is hashed.
 constexpr size_t kScanBlockBytes = 64 << 10;
-
-// With more than one thread, a 2-byte tensor of at least this many bytes whose scan hashes as it goes
-// (diff_emit16_fuses_hash) has its second half scanned by a task of its own (ScanPart), so that two
-// threads share the few big tensors evenly (one task per group alone splits 5 near-equal groups 3:2).
-// The bytes are the same as unsplit.
-constexpr uint64_t kSplitTensorBytes = 4u << 20;
 
 /// One tensor's streams before they are laid into the payload (FORMAT.md): the index stream is `head`
 /// then `tail` (varint gaps) or `head` alone (bitmap; empty for dense); the value stream is the w byte
@@ -83,120 +73,6 @@ void reserve_block(EncodedTensor& out, uint64_t changes, uint64_t tail_bytes, ui
   for (auto& p : out.planes) grow_for(p, emit16_room(changes), n, done);
 }
 
-/// Appends `cnt` 2-byte elements starting at element `start` of a tensor (bases `a`, `b` point at
-/// element `start`) through diff_emit16 to out's streams; `next` is the gap origin (advanced). `n`,
-/// `done`: the scanned range's length and how much of it is done (buffer growth).
-void scan16_block(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t cnt, bool delta,
-                  EncodedTensor& out, uint64_t& next, Emit16Hash* hash, uint64_t n, uint64_t done) {
-  reserve_block(out, cnt, emit16_tail_room(cnt), n, done);
-  Emit16Cursor c{out.head.data() + out.head.size(), out.tail.data() + out.tail.size(),
-                 out.planes[0].data() + out.planes[0].size(), out.planes[1].data() + out.planes[1].size(),
-                 next};
-  const uint64_t k = diff_emit16(a, b, start, cnt, delta, c, hash);
-  out.head.set_size(out.head.size() + k);
-  out.tail.set_size(static_cast<size_t>(c.tail - out.tail.data()));
-  out.planes[0].set_size(out.planes[0].size() + k);
-  out.planes[1].set_size(out.planes[1].size() + k);
-  next = c.next;
-}
-
-/// The second half [from, n) of a split 2-byte tensor (kSplitTensorBytes), scanned by its own task: its
-/// streams with gaps counted from `from` (the join corrects the first one), and XXH3 block sums of both
-/// sides (Emit16Hash) for the blocks from byte 2 from up. The tensor's own task scans [0, from), waits
-/// for done, joins the streams and continues the hashes over the sums. Thread safe through `mutex`.
-struct ScanPart {
-  uint64_t from = 0;
-  EncodedTensor streams;
-  std::vector<uint64_t> base_sums, target_sums;  // 8 per block
-  std::mutex mutex;
-  std::condition_variable cv;
-  int state = 0;  // 0 running, 1 done, 2 failed (guarded by mutex)
-};
-
-/// Scans part.from .. n of a split tensor (see ScanPart) and signals its end, also on an exception.
-void scan_part(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, bool hash_base,
-               ScanPart& part) {
-  int state = 2;
-  try {
-    const uint64_t from = part.from;
-    const uint64_t block_bytes = xxh3_long_block_bytes(2 * n);
-    const uint64_t blocks = (block_bytes - 2 * from) / kXxh3BlockBytes;
-    part.target_sums.assign(8 * blocks, 0);
-    if (hash_base) part.base_sums.assign(8 * blocks, 0);
-    Xxh3LongState base_state{}, target_state{};  // zero: sums start from 0
-    Emit16Hash hash{hash_base ? &base_state : nullptr,
-                    &target_state,
-                    block_bytes,
-                    xxh3_default_secret(),
-                    hash_base ? part.base_sums.data() : nullptr,
-                    part.target_sums.data(),
-                    2 * from};
-    EncodedTensor& out = part.streams;
-    out.planes.resize(2);
-    const uint64_t len = n - from;
-    const size_t guess = static_cast<size_t>(std::min<uint64_t>(len, len / 64 + 1024));
-    out.head.reserve(guess);
-    out.tail.reserve(guess / 2);
-    for (auto& p : out.planes) p.reserve(guess);
-    uint64_t next = from;
-    const uint64_t block_elems = kScanBlockBytes / 2;
-    for (uint64_t start = from; start < n; start += block_elems) {
-      const uint64_t cnt = std::min<uint64_t>(block_elems, n - start);
-      scan16_block(base + 2 * start, target + 2 * start, start, cnt, delta, out, next, &hash, len,
-                   start - from);
-    }
-    state = 1;
-  } catch (...) {
-    {
-      std::lock_guard<std::mutex> lock(part.mutex);
-      part.state = 2;
-    }
-    part.cv.notify_all();
-    throw;
-  }
-  {
-    std::lock_guard<std::mutex> lock(part.mutex);
-    part.state = state;
-  }
-  part.cv.notify_all();
-}
-
-/// Appends `len` bytes at `src` to `dst`.
-void append_bytes(ScratchBuffer& dst, const uint8_t* src, size_t len) {
-  if (len == 0) return;
-  dst.reserve(dst.size() + len + 64);
-  std::memcpy(dst.data() + dst.size(), src, len);
-  dst.set_size(dst.size() + len);
-}
-
-/// Waits for `part` and appends its streams to `out`, whose own scan ended with gap origin `next`: the
-/// part's first gap, counted from part.from, is re-encoded from `next` (head byte and LEB128 tail).
-void join_part(ScanPart& part, EncodedTensor& out, uint64_t next) {
-  {
-    std::unique_lock<std::mutex> lock(part.mutex);
-    part.cv.wait(lock, [&] { return part.state != 0; });
-    if (part.state != 1) throw PatchError("encode: the scan of a tensor's second half failed");
-  }
-  const EncodedTensor& p = part.streams;
-  if (p.head.size() == 0) return;
-  const uint8_t h0 = p.head.data()[0];
-  const uint8_t* t = p.tail.data();
-  uint64_t gap = h0 & 127;
-  if (h0 & 128) gap = kernels::read_gap_tail(t, gap, 7);
-  const size_t old_tail = static_cast<size_t>(t - p.tail.data());
-  gap += part.from - next;
-  uint8_t fixed[10];
-  uint8_t* fe = fixed;
-  const uint8_t head = static_cast<uint8_t>((gap & 127) | (gap >= 128 ? 128 : 0));
-  if (gap >= 128) fe = kernels::write_gap_tail(fe, gap >> 7);
-  append_bytes(out.head, &head, 1);
-  append_bytes(out.head, p.head.data() + 1, p.head.size() - 1);
-  append_bytes(out.tail, fixed, static_cast<size_t>(fe - fixed));
-  append_bytes(out.tail, p.tail.data() + old_tail, p.tail.size() - old_tail);
-  for (size_t i = 0; i < out.planes.size(); ++i)
-    append_bytes(out.planes[i], p.planes[i].data(), p.planes[i].size());
-}
-
 /// Scans base vs target (n elements of type U) block by block: the SIMD diff masks (kernels/diff_scan.h),
 /// then, per changed element, its varint gap (head byte + tail bytes) and its stored value's bytes,
 /// written straight into the streams; both sides are hashed while the block is in L2 (sets
@@ -204,7 +80,7 @@ void join_part(ScanPart& part, EncodedTensor& out, uint64_t next) {
 /// of kernels/diff_emit16.h.
 template <typename U>
 void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, EncodedTensor& out,
-                 bool hash_base, ScanPart* part) {
+                 bool hash_base) {
   constexpr size_t w = sizeof(U);
   Xxh3Stream base_hash, target_hash;
   // The SIMD kernels for 2-byte elements (AVX-512, AVX2) accumulate XXH3 from the registers they scan with
@@ -220,14 +96,22 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
   }
   const uint64_t block_elems = kScanBlockBytes / w;  // a multiple of kDiffGroup
   std::vector<uint64_t> masks(sizeof(U) == 2 ? 0 : block_elems / kDiffGroup);
-  uint64_t next = 0;                           // position after the previous change (gap origin)
-  const uint64_t end = part ? part->from : n;  // a split tensor's second half is the part's
-  for (uint64_t start = 0; start < end; start += block_elems) {
-    const uint64_t cnt = std::min(block_elems, end - start);
+  uint64_t next = 0;  // position after the previous change (gap origin)
+  for (uint64_t start = 0; start < n; start += block_elems) {
+    const uint64_t cnt = std::min(block_elems, n - start);
     const uint8_t* a = base + start * w;
     const uint8_t* b = target + start * w;
     if constexpr (sizeof(U) == 2) {
-      scan16_block(a, b, start, cnt, delta, out, next, fused ? &fused_hash : nullptr, end, start);
+      reserve_block(out, cnt, emit16_tail_room(cnt), n, start);
+      Emit16Cursor c{out.head.data() + out.head.size(), out.tail.data() + out.tail.size(),
+                     out.planes[0].data() + out.planes[0].size(), out.planes[1].data() + out.planes[1].size(),
+                     next};
+      const uint64_t k = diff_emit16(a, b, start, cnt, delta, c, fused ? &fused_hash : nullptr);
+      out.head.set_size(out.head.size() + k);
+      out.tail.set_size(static_cast<size_t>(c.tail - out.tail.data()));
+      out.planes[0].set_size(out.planes[0].size() + k);
+      out.planes[1].set_size(out.planes[1].size() + k);
+      next = c.next;
     } else {
       const uint64_t changed = diff_masks(a, b, cnt, w, masks.data());
       if (changed) {
@@ -261,13 +145,6 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
     if (fused) continue;
     if (hash_base) base_hash.update(a, cnt * w);  // else the caller knows the base's hash
     target_hash.update(b, cnt * w);
-  }
-  if (part) {  // the second half: its streams, then its block sums continue the hashes
-    join_part(*part, out, next);
-    for (size_t i = 0; i < part->target_sums.size(); i += 8) {
-      xxh3_long_add_block_sum(target_state, part->target_sums.data() + i);
-      if (hash_base) xxh3_long_add_block_sum(base_state, part->base_sums.data() + i);
-    }
   }
   if (hash_base) out.base_hash = fused ? xxh3_long_finish(base_state, base, n * w) : base_hash.digest();
   out.info.target_hash = fused ? xxh3_long_finish(target_state, target, n * w) : target_hash.digest();
@@ -311,7 +188,7 @@ void dense_planes(const TensorView& base, const TensorView& target, bool delta, 
 
 template <typename U>
 void encode_tensor_typed(const TensorView& base, const TensorView& target, bool delta, bool anchor,
-                         bool hash_base, int force_coding, EncodedTensor& out, ScanPart* part) {
+                         bool hash_base, int force_coding, EncodedTensor& out) {
   const uint64_t n = target.nbytes / sizeof(U);
   out.planes.resize(sizeof(U));
   if (!anchor) {
@@ -319,7 +196,7 @@ void encode_tensor_typed(const TensorView& base, const TensorView& target, bool 
     out.head.reserve(guess);
     out.tail.reserve(guess / 2);
     for (auto& p : out.planes) p.reserve(guess);
-    scan_tensor<U>(base.data, target.data, n, delta, out, hash_base, part);
+    scan_tensor<U>(base.data, target.data, n, delta, out, hash_base);
   } else {
     out.info.target_hash = xxh3_64(target.data, target.nbytes);
   }
@@ -438,29 +315,10 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return group_bytes[a] > group_bytes[b]; });
-  // Split tensors (kSplitTensorBytes): their second halves are the first tasks, so every one has been
-  // handed to a thread (and runs) before any group task waits for it.
-  std::vector<std::unique_ptr<ScanPart>> parts(targets.size());
-  std::vector<size_t> split;
-  if (!anchor && resolve_threads(options.threads, SIZE_MAX) > 1 && diff_emit16_fuses_hash()) {
-    for (size_t i = 0; i < targets.size(); ++i) {
-      const uint64_t n = targets[i]->nbytes / 2;
-      if (dtype_size(targets[i]->dtype) != 2 || targets[i]->nbytes < kSplitTensorBytes) continue;
-      parts[i] = std::make_unique<ScanPart>();
-      // At a scan block (so a multiple of 64 elements and of an XXH3 block), below the hashed blocks.
-      parts[i]->from = n / 2 / (kScanBlockBytes / 2) * (kScanBlockBytes / 2);
-      split.push_back(i);
-    }
-  }
   std::vector<EncodedTensor> encoded(targets.size());
   std::vector<std::vector<CompressedChunk>> group_chunks(n_groups);
-  parallel_for(split.size() + order.size(), options.threads, [&](size_t o) {
-    if (o < split.size()) {
-      const size_t i = split[o];
-      scan_part(bases[i]->data, targets[i]->data, targets[i]->nbytes / 2, delta, hash_base, *parts[i]);
-      return;
-    }
-    const size_t g = order[o - split.size()];
+  parallel_for(order.size(), options.threads, [&](size_t o) {
+    const size_t g = order[o];
     std::vector<PayloadSegment> segments;
     for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
       const TensorView& t = *targets[i];
@@ -472,20 +330,16 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
       const TensorView& b = anchor ? empty : *bases[i];
       switch (dtype_size(t.dtype)) {
         case 1:
-          encode_tensor_typed<uint8_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e,
-                                       nullptr);
+          encode_tensor_typed<uint8_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
           break;
         case 2:
-          encode_tensor_typed<uint16_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e,
-                                        parts[i].get());
+          encode_tensor_typed<uint16_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
           break;
         case 4:
-          encode_tensor_typed<uint32_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e,
-                                        nullptr);
+          encode_tensor_typed<uint32_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
           break;
         default:
-          encode_tensor_typed<uint64_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e,
-                                        nullptr);
+          encode_tensor_typed<uint64_t>(b, t, delta, anchor, hash_base, options.force_index_coding, e);
           break;
       }
       // The payload is the streams back to back (FORMAT.md), compressed straight from their buffers.
