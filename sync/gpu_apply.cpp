@@ -15,6 +15,8 @@
 #ifdef PULSE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda_device_buffer.h"
+
 #include "kernels/patch_apply_cuda.h"
 #include "kernels/xxh3_cuda.h"
 #endif
@@ -37,18 +39,9 @@ namespace {
 namespace kc = pulse::kernels::cuda;
 
 void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("apply_patch_cuda: ") + what + ": " + cudaGetErrorString(e));
+  kc::check(e, "apply_patch_cuda", what);
 }
-
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(size_t bytes) { cuda_check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  uint8_t* bytes() const { return static_cast<uint8_t*>(p); }
-};
+using kc::DeviceBuffer;
 
 /// One tensor's change list in varint-gap form (host), what the device scatter takes.
 struct VarintForm {

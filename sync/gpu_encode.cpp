@@ -13,6 +13,8 @@
 #ifdef PULSE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda_device_buffer.h"
+
 #include "kernels/diff_emit16_cuda.h"
 #include "kernels/xxh3_cuda.h"
 #endif
@@ -42,19 +44,9 @@ namespace kc = pulse::kernels::cuda;
 constexpr uint64_t kGroupTensorBytes = 4u << 20;
 
 void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("encode_patch_cuda: ") + what + ": " + cudaGetErrorString(e));
+  kc::check(e, "encode_patch_cuda", what);
 }
-
-/// A device allocation freed on destruction.
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(size_t bytes) { cuda_check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  uint8_t* bytes() const { return static_cast<uint8_t*>(p); }
-};
+using kc::DeviceBuffer;
 
 /// One tensor's streams on the host, laid out as sync/patch_encode.cpp's EncodedTensor.
 struct HostTensor {

@@ -6,7 +6,9 @@
 
 #ifdef PULSE_CUDA
 #include <cuda_runtime_api.h>
+
 #include <xxhash.h>
+#include "kernels/cuda_device_buffer.h"
 
 #include <algorithm>
 #include <cstring>
@@ -35,22 +37,9 @@ nlohmann::json run_gpu_kernels_bench(const KernelsBenchOptions&) {
 namespace {
 
 void ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("bench kernels: ") + what + ": " + cudaGetErrorString(e));
+  pulse::kernels::cuda::check(e, "bench kernels", what);
 }
-
-/// A device allocation freed on destruction.
-struct Dev {
-  void* p = nullptr;
-  explicit Dev(size_t bytes) { ok(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"); }
-  ~Dev() { cudaFree(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
+using Dev = pulse::kernels::cuda::DeviceBuffer;
 
 /// Best seconds of `reps` runs of fn on the default stream, `reset` run untimed before each.
 double best_of(int reps, const std::function<void()>& fn, const std::function<void()>& reset = {}) {
