@@ -105,16 +105,9 @@ PULSE_AVX512_TARGET uint64_t diff_emit16_avx512(const uint8_t* a, const uint8_t*
         if (kHashA) acc_a = xxh3_accumulate(xxh3_accumulate(acc_a, a0, k0), a1, k1);
         if (kHashB) acc_b = xxh3_accumulate(xxh3_accumulate(acc_b, b0, k0), b1, k1);
         if (s == 14) {
-          if (hash->target_sums) {  // block sums (Emit16Hash): stored, and the next block starts from 0
-            const uint64_t at = ((off - hash->sums_from) >> 10) * 8;
-            if (kHashA) _mm512_storeu_si512(hash->base_sums + at, acc_a);
-            if (kHashB) _mm512_storeu_si512(hash->target_sums + at, acc_b);
-            acc_a = acc_b = _mm512_setzero_si512();
-          } else {
-            const __m512i ks = _mm512_loadu_si512(secret + 128);
-            if (kHashA) acc_a = xxh3_scramble(acc_a, ks);
-            if (kHashB) acc_b = xxh3_scramble(acc_b, ks);
-          }
+          const __m512i ks = _mm512_loadu_si512(secret + 128);
+          if (kHashA) acc_a = xxh3_scramble(acc_a, ks);
+          if (kHashB) acc_b = xxh3_scramble(acc_b, ks);
         }
       }
     }
@@ -201,7 +194,7 @@ PULSE_AVX2_TARGET __attribute__((always_inline)) inline uint32_t eq_mask32(__m25
 /// lie in memory (2 bytes each, little-endian), `m` the group's 64-bit change mask; the three streams are
 /// written at offset `o` from their bases (they advance together: one byte per change each), and `o` advances
 /// by the count. The sub-group's table entry (kernels/byte_tables.h Emit8) sits at (mask byte J) * 32: one
-/// rotate and one and give its address offset, and its control, gaps and count are one load each.
+/// shift and one and give its address offset, and its control, gaps and count are one load each.
 template <unsigned J>
 PULSE_AVX2_TARGET __attribute__((always_inline)) inline void emit_sub8(__m128i planes, uint64_t m, uint8_t* h,
                                                                        uint8_t* lo, uint8_t* hi,
@@ -277,26 +270,13 @@ PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, 
           acc_b1 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_b1, vb[1], k0 + 32), vb[3], k1 + 32);
         }
         if (s == 14) {
-          if (hash->target_sums) {  // block sums (Emit16Hash): stored, and the next block starts from 0
-            const uint64_t at = ((off - hash->sums_from) >> 10) * 8;
-            if (kHashA) {
-              _mm256_storeu_si256(reinterpret_cast<__m256i*>(hash->base_sums + at), acc_a0);
-              _mm256_storeu_si256(reinterpret_cast<__m256i*>(hash->base_sums + at + 4), acc_a1);
-            }
-            if (kHashB) {
-              _mm256_storeu_si256(reinterpret_cast<__m256i*>(hash->target_sums + at), acc_b0);
-              _mm256_storeu_si256(reinterpret_cast<__m256i*>(hash->target_sums + at + 4), acc_b1);
-            }
-            acc_a0 = acc_a1 = acc_b0 = acc_b1 = _mm256_setzero_si256();
-          } else {
-            if (kHashA) {
-              acc_a0 = xxh3_scramble_avx2(acc_a0, secret + 128);
-              acc_a1 = xxh3_scramble_avx2(acc_a1, secret + 160);
-            }
-            if (kHashB) {
-              acc_b0 = xxh3_scramble_avx2(acc_b0, secret + 128);
-              acc_b1 = xxh3_scramble_avx2(acc_b1, secret + 160);
-            }
+          if (kHashA) {
+            acc_a0 = xxh3_scramble_avx2(acc_a0, secret + 128);
+            acc_a1 = xxh3_scramble_avx2(acc_a1, secret + 160);
+          }
+          if (kHashB) {
+            acc_b0 = xxh3_scramble_avx2(acc_b0, secret + 128);
+            acc_b1 = xxh3_scramble_avx2(acc_b1, secret + 160);
           }
         }
       }

@@ -33,21 +33,11 @@ struct Emit16Cursor {
 /// XXH3 accumulators that diff_emit16 advances over the bytes it scans (kernels/xxh3_long.h): the stripes of
 /// every full 1024-byte block below `block_bytes` (= xxh3_long_block_bytes(tensor bytes)), counted from
 /// the tensor's start. Null base/target: that side is not hashed.
-///
-/// Block sums (target_sums set; base_sums too where base is hashed): instead of scrambling at the end of
-/// a block, the kernel stores the accumulators (8 u64) at sums + 8 * ((block offset - sums_from) / 1024)
-/// and starts the next block from 0 (the state must start at 0 as well, at a block boundary). XXH3's
-/// stripe accumulation only adds to the accumulators, so the hash of a tensor whose second part was
-/// scanned this way (by another thread, before the first part's state was known) continues exactly with
-/// xxh3_long_add_block_sum over the sums. `sums_from`: a multiple of 1024.
 struct Emit16Hash {
   Xxh3LongState* base = nullptr;
   Xxh3LongState* target = nullptr;
   uint64_t block_bytes = 0;
   const uint8_t* secret = nullptr;  ///< xxh3_default_secret()
-  uint64_t* base_sums = nullptr;
-  uint64_t* target_sums = nullptr;
-  uint64_t sums_from = 0;
 };
 
 /// Bytes diff_emit16 may write past `head`, `lo` and `hi` for `count` elements (it stores whole

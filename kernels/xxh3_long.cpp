@@ -24,11 +24,6 @@ void xxh3_long_accumulate_block(Xxh3LongState& state, const uint8_t* block) {
   XXH3_scrambleAcc_scalar(state.acc, XXH3_kSecret + sizeof(XXH3_kSecret) - XXH_STRIPE_LEN);
 }
 
-void xxh3_long_add_block_sum(Xxh3LongState& state, const uint64_t* sum) {
-  for (int i = 0; i < 8; ++i) state.acc[i] += sum[i];
-  XXH3_scrambleAcc_scalar(state.acc, XXH3_kSecret + sizeof(XXH3_kSecret) - XXH_STRIPE_LEN);
-}
-
 uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t len) {
   // XXH3_hashLong_internal_loop after its block loop, then XXH3_hashLong_64b_internal's merge.
   const uint64_t done = xxh3_long_block_bytes(len);

@@ -40,9 +40,4 @@ uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t l
 /// Portable reference of the caller's part (tests): accumulates the block at `block` (1024 bytes).
 void xxh3_long_accumulate_block(Xxh3LongState& state, const uint8_t* block);
 
-/// Continues `state` over one full block whose 16 stripes were accumulated apart, from zero, into `sum`
-/// (8 u64; kernels/diff_emit16.h Emit16Hash block sums): adds it lane by lane, then scrambles, which is
-/// what accumulating the block into `state` itself gives (stripes only add).
-void xxh3_long_add_block_sum(Xxh3LongState& state, const uint64_t* sum);
-
 }  // namespace pulse::kernels

@@ -242,51 +242,6 @@ TEST_CASE("diff_emit16: fused XXH3 of both sides equals libxxhash", "[sync][emit
   }
 }
 
-TEST_CASE("diff_emit16: block sums of a second part continue the hash to libxxhash's value",
-          "[sync][emit16][hash]") {
-  // A tensor scanned as [0, from) with the state and [from, n) into block sums (Emit16Hash), then
-  // xxh3_long_add_block_sum over the sums: both sides' hashes equal XXH3_64bits.
-  std::mt19937_64 rng(12);
-  for (uint64_t n : {70000ull, 131072ull, 200001ull})
-    for (uint64_t from : {512ull, 32768ull, 65536ull}) {
-      std::vector<uint16_t> a(n), b(n);
-      for (uint64_t i = 0; i < n; ++i) {
-        a[i] = static_cast<uint16_t>(rng());
-        b[i] = rng() % 10 ? a[i] : static_cast<uint16_t>(a[i] + 1);
-      }
-      const auto* pa = reinterpret_cast<const uint8_t*>(a.data());
-      const auto* pb = reinterpret_cast<const uint8_t*>(b.data());
-      const uint64_t len = 2 * n, block_bytes = xxh3_long_block_bytes(len);
-      const uint64_t blocks = (block_bytes - 2 * from) / kXxh3BlockBytes;
-      for (const char* isa : emit_isas()) {
-        EmitIsa use(isa);
-        if (!diff_emit16_fuses_hash()) continue;
-        INFO("n " << n << " from " << from << " variant " << isa);
-        std::vector<uint8_t> head(emit16_room(n) + 64), tail(emit16_tail_room(n) + 64),
-            lo(emit16_room(n) + 64), hi(emit16_room(n) + 64);
-        Xxh3LongState sa, sb;
-        xxh3_long_init(sa);
-        xxh3_long_init(sb);
-        Emit16Hash first{&sa, &sb, block_bytes, xxh3_default_secret()};
-        Emit16Cursor c{head.data(), tail.data(), lo.data(), hi.data(), 0};
-        diff_emit16(pa, pb, 0, from, false, c, &first);
-        std::vector<uint64_t> sums_a(8 * blocks, 1), sums_b(8 * blocks, 1);
-        Xxh3LongState za{}, zb{};
-        Emit16Hash second{&za,           &zb,           block_bytes, xxh3_default_secret(),
-                          sums_a.data(), sums_b.data(), 2 * from};
-        for (uint64_t start = from; start < n; start += 32768)
-          diff_emit16(pa + 2 * start, pb + 2 * start, start, std::min<uint64_t>(32768, n - start), false, c,
-                      &second);
-        for (uint64_t k = 0; k < blocks; ++k) {
-          xxh3_long_add_block_sum(sa, sums_a.data() + 8 * k);
-          xxh3_long_add_block_sum(sb, sums_b.data() + 8 * k);
-        }
-        REQUIRE(xxh3_long_finish(sa, pa, len) == xxh3_64(pa, len));
-        REQUIRE(xxh3_long_finish(sb, pb, len) == xxh3_64(pb, len));
-      }
-    }
-}
-
 TEST_CASE("diff_emit16: the portable variant refuses to hash; misaligned hashing is refused",
           "[sync][emit16]") {
   std::vector<uint16_t> a(512, 1), b(512, 2);
