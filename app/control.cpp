@@ -265,8 +265,9 @@ int64_t ControlServer::live_count_locked() const {
 
 void ControlServer::sweep_locked() {
   const auto now = Clock::now();
+  // A member that took the stop job left when told to (e.g. during the trainer's final Pass@1): no drop.
   for (auto& m : members_)
-    if (m.live && std::chrono::duration<double>(now - m.seen).count() > policy_.lease_s)
+    if (m.live && !m.got_stop && std::chrono::duration<double>(now - m.seen).count() > policy_.lease_s)
       drop_locked(m, "missed its lease of " + secs(policy_.lease_s) + " s");
 }
 

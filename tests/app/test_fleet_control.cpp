@@ -120,6 +120,21 @@ TEST_CASE("fleet: a dead member's shares go to the live one after its lease; ids
   server.stop();
 }
 
+TEST_CASE("fleet: members that took the stop job are not dropped when their lease runs out", "[app][fleet]") {
+  // The trainer's final Pass@1 runs after the stop job: its members left when told to, so no drop warning.
+  auto server = make_server(1, 0.3);
+  server.start();
+  app::ControlClient a(server.url(), "secret", 5, 0);
+  a.register_worker("");
+  std::thread stopper([&] { server.post_stop(5); });
+  const app::Job job = a.next_job(0);
+  stopper.join();
+  CHECK(job.kind == app::JobKind::Stop);
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));  // three leases; the sweeper runs every 100 ms
+  CHECK(server.events().drops == 0);
+  server.stop();
+}
+
 TEST_CASE("fleet: a late member syncs before it gets work; sync jobs wait for every live member",
           "[app][fleet]") {
   auto server = make_server(2, 5);
