@@ -48,6 +48,13 @@ std::string error_body(const std::string& message) {
   return json{{"error", message}}.dump();
 }
 
+// 410 Gone: the key names no live member (dropped, or the trainer restarted); the worker registers again.
+void refuse_unknown_key(httplib::Response& res) {
+  res.status = 410;
+  res.set_content(error_body("unknown worker key (dropped, or the trainer restarted): register again"),
+                  "application/json");
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
@@ -104,12 +111,7 @@ void ControlServer::install_routes() {
   srv.Post("/v1/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mu_);
     Member* m = find_locked(req.get_param_value("worker"));
-    if (!m) {
-      res.status = 410;
-      res.set_content(error_body("unknown worker key (dropped, or the trainer restarted): register again"),
-                      "application/json");
-      return;
-    }
+    if (!m) return refuse_unknown_key(res);
     m->seen = Clock::now();
     res.set_content("{}", "application/json");
   });
@@ -124,12 +126,7 @@ void ControlServer::install_routes() {
     }
     std::unique_lock<std::mutex> lock(mu_);
     Member* m = find_locked(req.get_param_value("worker"));
-    if (!m) {
-      res.status = 410;
-      res.set_content(error_body("unknown worker key (dropped, or the trainer restarted): register again"),
-                      "application/json");
-      return;
-    }
+    if (!m) return refuse_unknown_key(res);
     const int64_t slot = m->slot;
     m->seen = Clock::now();
     const double poll_s = std::min(10.0, policy_.lease_s / 2);
