@@ -331,6 +331,10 @@ TrainerGroup::TrainerGroup(const GroupOptions& options) : impl_(std::make_unique
     so.waitWorkers = true;
     so.timeout = to_ms(o.timeout_s);
     impl_->store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
+    // LibTorch 1.13's server returns from its wait for the other ranks after the timeout without an
+    // error; without this check the Gloo connect below would wait a second timeout (2x in all).
+    if (o.rank == 0 && seconds_since(t0) >= o.timeout_s)
+      throw std::runtime_error("timed out: not every rank joined the TCPStore");
     stage = "connecting the Gloo mesh (every rank must join)";
     auto gloo = c10d::ProcessGroupGloo::Options::create(to_ms(o.timeout_s));
     if (is_loopback(o.master_addr)) {
