@@ -9,8 +9,8 @@
 #include "sync/hash.h"
 #include "sync/index_coding.h"
 #include "sync/parallel.h"
+#include "sync/patch_apply_checks.h"
 #include "sync/patch_container.h"
-#include "sync/patch_root_checks.h"
 
 #ifdef PULSE_CUDA
 #include <cuda_runtime_api.h>
@@ -105,31 +105,17 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
   const PatchInfo& info = c.info;
   const bool delta = info.values == ValueMode::Delta;
 
-  std::map<std::string, size_t> by_name;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    const auto& w = weights[i];
-    if (!by_name.emplace(w.name, i).second) throw PatchError("weights hold tensor '" + w.name + "' twice");
+  for (const auto& w : weights) {
     if (w.dtype != DType::BF16 && w.dtype != DType::F16)
       throw PatchError("tensor '" + w.name + "': apply_patch_cuda takes BF16 or F16, not " +
                        std::string(dtype_name(w.dtype)));
     if (numel(w.shape) && !w.data) throw PatchError("weights tensor '" + w.name + "' has no device data");
   }
-  std::vector<size_t> target_of(info.tensors.size());
-  for (size_t k = 0; k < info.tensors.size(); ++k) {
-    const auto& t = info.tensors[k];
-    auto it = by_name.find(t.name);
-    if (it == by_name.end())
-      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + patch_versions(info) +
-                       ")");
-    const auto& w = weights[it->second];
-    if (w.dtype != t.dtype || w.shape != t.shape)
-      throw PatchError("tensor '" + t.name + "': the patch's " + (w.dtype != t.dtype ? "dtype" : "shape") +
-                       " differs from the weights'");
-    target_of[k] = it->second;
-  }
-  if (weights.size() != info.tensors.size())
-    throw PatchError("the weights hold " + std::to_string(weights.size()) + " tensors, the patch " +
-                     std::to_string(info.tensors.size()) + " (" + patch_versions(info) + ")");
+  // Names, dtypes, shapes as apply_patch checks them (the data pointers are device memory: unused there).
+  std::vector<TensorView> views;
+  for (const auto& w : weights)
+    views.push_back(TensorView{w.name, w.dtype, w.shape, nullptr, 2 * static_cast<size_t>(numel(w.shape))});
+  const std::vector<size_t> target_of = match_patch_tensors(info, views);
 
   const ScratchBuffer payload = read_payload(c, data, size, options.threads);
   parallel_for(info.tensors.size(), options.threads, [&](size_t k) {
@@ -140,9 +126,6 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
 
   const bool trusted = options.trusted_root.has_value();
   std::vector<uint64_t> current(weights.size(), 0);
-  std::vector<TensorView> views;
-  for (const auto& w : weights)
-    views.push_back(TensorView{w.name, w.dtype, w.shape, nullptr, 2 * static_cast<size_t>(numel(w.shape))});
   for (size_t k = 0; k < info.tensors.size(); ++k) {
     const auto& t = info.tensors[k];
     if (!trusted || (t.changed == 0 && t.index_coding != kIndexDense)) {

@@ -11,8 +11,8 @@
 #include "sync/index_coding.h"
 #include "sync/parallel.h"
 #include "sync/patch.h"
+#include "sync/patch_apply_checks.h"
 #include "sync/patch_container.h"
-#include "sync/patch_root_checks.h"
 #include "sync/scratch_buffer.h"
 #include "sync/value_coding.h"
 
@@ -137,11 +137,6 @@ void rollback_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint8
 }
 
 /// "[4096, 11008]".
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
 
 }  // namespace
 
@@ -162,43 +157,16 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
   const PatchInfo& info = c.info;
   const bool delta = info.values == ValueMode::Delta;
 
-  // Names, dtypes, shapes: the weights must be exactly the patch's tensor set.
-  std::map<std::string, size_t> by_name;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    const auto& w = weights[i];
-    if (!by_name.emplace(w.name, i).second) throw PatchError("weights hold tensor '" + w.name + "' twice");
+  // Sizes, then names, dtypes, shapes: the weights must be exactly the patch's tensor set.
+  for (const auto& w : weights) {
     const uint64_t expect = static_cast<uint64_t>(numel(w.shape)) * dtype_size(w.dtype);
     if (expect != w.nbytes)
       throw PatchError("weights tensor '" + w.name + "' holds " + std::to_string(w.nbytes) +
                        " bytes, shape x dtype needs " + std::to_string(expect));
   }
-  std::vector<size_t> target_of(info.tensors.size());
-  for (size_t k = 0; k < info.tensors.size(); ++k) {
-    const auto& t = info.tensors[k];
-    auto it = by_name.find(t.name);
-    if (it == by_name.end())
-      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + patch_versions(info) +
-                       ")");
-    const auto& w = weights[it->second];
-    if (w.dtype != t.dtype)
-      throw PatchError("tensor '" + t.name + "': patch dtype " + std::string(dtype_name(t.dtype)) +
-                       ", weights " + std::string(dtype_name(w.dtype)));
-    if (w.shape != t.shape)
-      throw PatchError("tensor '" + t.name + "': patch shape " + shape_string(t.shape) + ", weights shape " +
-                       shape_string(w.shape));
-    target_of[k] = it->second;
-  }
-  if (weights.size() != info.tensors.size())
-    for (const auto& w : weights)
-      if (!std::binary_search(info.tensors.begin(), info.tensors.end(), w.name,
-                              [](const auto& a, const auto& b) {
-                                if constexpr (std::is_same_v<std::decay_t<decltype(a)>, std::string>)
-                                  return a < b.name;
-                                else
-                                  return a.name < b;
-                              }))
-        throw PatchError("weights tensor '" + w.name + "' is not in the patch (" + patch_versions(info) +
-                         ")");
+  std::vector<TensorView> views;
+  for (const auto& w : weights) views.push_back(w.view());
+  const std::vector<size_t> target_of = match_patch_tensors(info, views);
 
   // Payload: chunk checksums, decompression, every index stream.
   const ScratchBuffer payload = read_payload(c, data, size, threads);
@@ -222,8 +190,6 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
                    [&](size_t a, size_t b) { return weights[a].nbytes > weights[b].nbytes; });
   parallel_for(by_size.size(), threads,
                [&](size_t o) { current[by_size[o]] = tensor_hash(weights[by_size[o]].view()); });
-  std::vector<TensorView> views;
-  for (const auto& w : weights) views.push_back(w.view());
   if (check_patch_roots(info, target_of, views, current, options.trusted_root)) return false;
 
   // Apply (biggest first), verify each target hash, roll back everything on any failure.

@@ -244,6 +244,20 @@ TEST_CASE("a wrong base is rejected naming both versions", "[sync][patch]") {
   auto sv = reshaped.mutable_views();
   CHECK_THROWS_WITH(apply_patch(sv, patch.data(), patch.size()),
                     Catch::Contains("patch shape [100], weights shape [10, 10]"));
+  Model retyped = base;
+  retyped.tensors[0].dtype = DType::F16;  // same size, other dtype
+  auto tv = retyped.mutable_views();
+  CHECK_THROWS_WITH(apply_patch(tv, patch.data(), patch.size()),
+                    Catch::Contains("patch dtype BF16, weights F16"));
+  Model extra = base;
+  extra.tensors.push_back(extra.tensors[1]);
+  extra.tensors.back().name = "zzz";
+  auto ev = extra.mutable_views();
+  CHECK_THROWS_WITH(apply_patch(ev, patch.data(), patch.size()),
+                    Catch::Contains("weights tensor 'zzz' is not in the patch"));
+  extra.tensors.back().name = extra.tensors[1].name;
+  auto dv = extra.mutable_views();
+  CHECK_THROWS_WITH(apply_patch(dv, patch.data(), patch.size()), Catch::Contains("twice"));
   CHECK_THROWS_AS(encode_patch(base.views(), renamed.views(), opt), PatchError);
 }
 

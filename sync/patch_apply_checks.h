@@ -15,6 +15,12 @@ namespace pulse::sync {
 /// "base version B (root R) -> target version T (root R')", or "anchor -> ..." for error messages.
 std::string patch_versions(const PatchInfo& info);
 
+/// Matches the patch's tensors to the weights by name: returns target_of, where target_of[k] is the index in
+/// `views` of info.tensors[k]. The weights must be exactly the patch's tensor set with the same dtypes and
+/// shapes. Throws PatchError naming the tensor for a name held twice, a patch tensor missing from the
+/// weights, a dtype or shape mismatch, or a weights tensor the patch does not have. Pure; thread-safe.
+std::vector<size_t> match_patch_tensors(const PatchInfo& info, const std::vector<TensorView>& views);
+
 /// Decides, before anything is written, whether a patch may be applied to weights whose tensors are
 /// `views` (names, dtypes, shapes; data unused) with tensor hashes `current` (current[i] belongs to
 /// views[i]; with a trusted root only the tensors the patch leaves unchanged need to be hashed).

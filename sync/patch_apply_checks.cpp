@@ -1,4 +1,10 @@
-#include "sync/patch_root_checks.h"
+#include "sync/patch_apply_checks.h"
+
+#include <algorithm>
+#include <map>
+#include <type_traits>
+
+#include "sync/dtype.h"
 
 #include "sync/hash.h"
 #include "sync/index_coding.h"
@@ -11,6 +17,51 @@ std::string patch_versions(const PatchInfo& info) {
                             hash_hex(info.base_root_hash) + ")") +
          " -> target version " + std::to_string(info.target_version) + " (root " +
          hash_hex(info.target_root_hash) + ")";
+}
+
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::vector<size_t> match_patch_tensors(const PatchInfo& info, const std::vector<TensorView>& views) {
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < views.size(); ++i)
+    if (!by_name.emplace(views[i].name, i).second)
+      throw PatchError("weights hold tensor '" + views[i].name + "' twice");
+  std::vector<size_t> target_of(info.tensors.size());
+  for (size_t k = 0; k < info.tensors.size(); ++k) {
+    const auto& t = info.tensors[k];
+    auto it = by_name.find(t.name);
+    if (it == by_name.end())
+      throw PatchError("patch tensor '" + t.name + "' is missing from the weights (" + patch_versions(info) +
+                       ")");
+    const auto& w = views[it->second];
+    if (w.dtype != t.dtype)
+      throw PatchError("tensor '" + t.name + "': patch dtype " + std::string(dtype_name(t.dtype)) +
+                       ", weights " + std::string(dtype_name(w.dtype)));
+    if (w.shape != t.shape)
+      throw PatchError("tensor '" + t.name + "': patch shape " + shape_string(t.shape) + ", weights shape " +
+                       shape_string(w.shape));
+    target_of[k] = it->second;
+  }
+  if (views.size() != info.tensors.size())  // every patch tensor was found: some weights tensor is extra
+    for (const auto& w : views)
+      if (!std::binary_search(info.tensors.begin(), info.tensors.end(), w.name,
+                              [](const auto& a, const auto& b) {
+                                if constexpr (std::is_same_v<std::decay_t<decltype(a)>, std::string>)
+                                  return a < b.name;
+                                else
+                                  return a.name < b;
+                              }))
+        throw PatchError("weights tensor '" + w.name + "' is not in the patch (" + patch_versions(info) +
+                         ")");
+  return target_of;
 }
 
 bool check_patch_roots(const PatchInfo& info, const std::vector<size_t>& target_of,
