@@ -18,6 +18,7 @@
 #include "app/report.h"
 #include "app/run_files.h"
 #include "sync/atomic_file.h"
+#include "tests/app/run_test_util.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -26,22 +27,6 @@ namespace {
 
 /// Seconds one Chromium run may take before `timeout` kills it (a cold start takes about 1 s).
 constexpr int kChromiumTimeoutSeconds = 60;
-
-/// A scratch folder removed on scope exit (the run folder and the browser profile).
-struct TempFolder {
-  std::string path;
-  explicit TempFolder(const std::string& name) {
-    std::string tmpl = (fs::temp_directory_path() / ("pulse-test-" + name + "-XXXXXX")).string();
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    REQUIRE(::mkdtemp(buf.data()) != nullptr);
-    path = buf.data();
-  }
-  ~TempFolder() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -76,7 +61,7 @@ const char* kProbeScript =
 
 /// Loads `html_path` in headless Chromium with a `width` x 1000 window and returns the probe's JSON.
 json probe_plot_sizes(const std::string& chromium, const std::string& html_path, int width) {
-  TempFolder profile("chromium-profile");
+  pulse::test_run::ScopedTempDir profile("chromium-profile");
   const std::string err_path = profile.path + "/chromium.err";
   const std::string cmd =
       "timeout -k 5 " + std::to_string(kChromiumTimeoutSeconds) + " " + shell_quote(chromium) +
@@ -138,7 +123,7 @@ TEST_CASE("report.html in headless Chromium: every plot has a real size", "[app]
   const std::string chromium = find_chromium();
   if (chromium.empty())
     FAIL("chromium not found on PATH: run scripts/install-deps.sh (installs Debian's chromium package)");
-  TempFolder run("report-browser");
+  pulse::test_run::ScopedTempDir run("report-browser");
   const std::string page = make_report(run.path);
 
   // A wide window: the four plots at their full 640x360, with gnuplot's drawing inside.
@@ -165,7 +150,7 @@ TEST_CASE("report.html in headless Chromium: every plot has a real size", "[app]
 }
 
 TEST_CASE("report.html plot SVGs carry width and height, not only a viewBox", "[app][report]") {
-  TempFolder run("report-svg-size");
+  pulse::test_run::ScopedTempDir run("report-svg-size");
   const std::string html = pulse::sync::read_file(make_report(run.path));
   size_t plots = 0;
   for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) {
