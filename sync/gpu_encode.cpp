@@ -85,15 +85,7 @@ void encode_one(const DeviceTensor& t, uint64_t n, bool delta, bool hash_base, i
   down(out.planes[1], hi.p, k, s);
   cuda_check(cudaStreamSynchronize(s), "stream copies");
 
-  const uint64_t sparse_values = value_stream_bytes(delta, k, 2);
-  const uint64_t varint_total = k + tails.size() + sparse_values;
-  const uint64_t bitmap_total = bitmap_bytes(n) + sparse_values;
-  const uint64_t dense_total = value_stream_bytes(delta, n, 2);
-  uint8_t coding = kIndexVarintGaps;
-  uint64_t best = varint_total;
-  if (bitmap_total < best) coding = kIndexBitmap, best = bitmap_total;
-  if (dense_total < best) coding = kIndexDense;
-  if (force_coding >= 0) coding = static_cast<uint8_t>(force_coding);
+  const uint8_t coding = choose_index_coding(n, k, k + tails.size(), delta, 2, force_coding);
   out.info.changed = k;
   out.info.index_coding = coding;
   out.index = std::move(heads);

@@ -1,11 +1,27 @@
 #include "sync/index_coding.h"
 
+#include "sync/value_coding.h"
+
 #include "kernels/apply_kernels.h"
 
 namespace pulse::sync {
 
 uint64_t bitmap_bytes(uint64_t numel) {
   return numel / 8 + (numel % 8 != 0);
+}
+
+uint8_t choose_index_coding(uint64_t numel, uint64_t changed, uint64_t gap_bytes, bool delta,
+                            uint64_t value_size, int force_coding) {
+  if (force_coding >= 0) return static_cast<uint8_t>(force_coding);
+  const uint64_t sparse_values = value_stream_bytes(delta, changed, value_size);
+  const uint64_t varint_total = gap_bytes + sparse_values;
+  const uint64_t bitmap_total = bitmap_bytes(numel) + sparse_values;
+  const uint64_t dense_total = value_stream_bytes(delta, numel, value_size);
+  uint8_t coding = kIndexVarintGaps;
+  uint64_t best = varint_total;
+  if (bitmap_total < best) coding = kIndexBitmap, best = bitmap_total;
+  if (dense_total < best) coding = kIndexDense;
+  return coding;
 }
 
 namespace {

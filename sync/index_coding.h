@@ -110,4 +110,11 @@ void validate_index_stream(const std::string& tensor, uint8_t coding, const uint
 /// [changed, 10 * changed]).
 uint64_t bitmap_bytes(uint64_t numel);
 
+/// The index coding the encoder writes for a tensor of `numel` elements of which `changed` changed, whose
+/// varint-gap streams (heads + tails) take `gap_bytes`: the one whose index + value streams are smallest
+/// (varint gaps, then bitmap, then dense on ties; values of `value_size` bytes, delta or absolute), or
+/// `force_coding` when it is >= 0 (tests). One rule for the CPU and GPU encoders, so their bytes agree.
+uint8_t choose_index_coding(uint64_t numel, uint64_t changed, uint64_t gap_bytes, bool delta,
+                            uint64_t value_size, int force_coding);
+
 }  // namespace pulse::sync

@@ -204,15 +204,7 @@ void encode_tensor_typed(const TensorView& base, const TensorView& target, bool 
   const uint64_t k = anchor ? n : out.head.size();
   uint8_t coding = kIndexDense;
   if (!anchor) {
-    const uint64_t sparse_values = value_stream_bytes(delta, k, sizeof(U));
-    const uint64_t varint_total = out.head.size() + out.tail.size() + sparse_values;
-    const uint64_t bitmap_total = bitmap_bytes(n) + sparse_values;
-    const uint64_t dense_total = value_stream_bytes(delta, n, sizeof(U));
-    coding = kIndexVarintGaps;
-    uint64_t best = varint_total;
-    if (bitmap_total < best) coding = kIndexBitmap, best = bitmap_total;
-    if (dense_total < best) coding = kIndexDense;
-    if (force_coding >= 0) coding = static_cast<uint8_t>(force_coding);
+    coding = choose_index_coding(n, k, out.head.size() + out.tail.size(), delta, sizeof(U), force_coding);
   }
   out.info.changed = k;
   out.info.index_coding = coding;
