@@ -2,6 +2,7 @@
 // so that a field cannot be read without being validated or printed.
 #include "app/config.h"
 
+#include "app/device.h"
 #include "app/setup.h"
 #include "model/chat_template.h"
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <type_traits>
@@ -349,6 +351,15 @@ void run_fields(FieldTable& t, Config& c) {
   t.add("run", "threads", &c.run.threads,
         "LibTorch threads per role (0 = all cores; 1 suits a tiny model on few cores)",
         int_range(&c.run.threads, 0, 1024));
+  t.add("run", "device", &c.run.device,
+        "cpu | cuda (cuda:LOCAL_RANK: model, SFT, GRPO, masters, workers' models; needs a CUDA LibTorch "
+        "and a GPU) | auto (cuda when usable, else cpu)",
+        [&c]() -> std::string {
+          std::string bad = one_of(&c.run.device, {std::begin(kDeviceSettings), std::end(kDeviceSettings)})();
+          if (!bad.empty() || c.run.device != "cuda") return bad;
+          const std::string why = cuda_unavailable_reason();
+          return why.empty() ? "" : "= \"cuda\" cannot be used: " + why;
+        });
 }
 
 void multi_fields(FieldTable& t, Config& c) {

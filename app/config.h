@@ -107,6 +107,7 @@ struct RunSection {
   int64_t workers = 2;  ///< inference workers (threads in `pulse run`)
   int64_t checkpoint_every = 10;  ///< GRPO steps between checkpoints (0 = only at the end)
   int64_t threads = 1;            ///< LibTorch intra-op threads per role (0 = all cores)
+  std::string device = "cpu";     ///< cpu | cuda | auto: where model and RL run (app/device.h)
 };
 
 /// The whole configuration. Plain data; load_config() fills and validates it.

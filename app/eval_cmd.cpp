@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "app/config.h"
+#include "app/device.h"
 #include "app/job.h"
 #include "app/setup.h"
 #include "model/chat_template.h"
@@ -33,6 +34,8 @@ int eval_job(const JobOptions& opt) {
   auto tok = prepare_tokenizer(config, sets, "", &tok_path);
   model::ModelConfig mc = model_config_for(config, *tok);
   model::Transformer policy = build_model(config, mc);
+  const c10::Device device = resolve_device(config.run.device, local_rank_from_env());
+  if (!device.is_cpu()) policy->to(device);
   policy->eval();
   model::PromptTemplate tmpl = model::PromptTemplate::preset(config.tokenizer.chat_template);
 

@@ -15,6 +15,7 @@ WorkerSettings worker_settings(const Config& config) {
   s.seed = static_cast<uint64_t>(config.run.seed);
   s.chat_template = config.tokenizer.chat_template;
   s.dtype = config.model.dtype;
+  s.device = config.run.device;
   return s;
 }
 

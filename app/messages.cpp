@@ -130,11 +130,8 @@ using detail::get_optional;
 using nlohmann::json;
 
 void to_json(json& j, const WorkerSettings& s) {
-  j = json{{"group_size", s.group_size},
-           {"sampling", s.sampling},
-           {"seed", s.seed},
-           {"chat_template", s.chat_template},
-           {"dtype", s.dtype}};
+  j = json{{"group_size", s.group_size},       {"sampling", s.sampling}, {"seed", s.seed},
+           {"chat_template", s.chat_template}, {"dtype", s.dtype},       {"device", s.device}};
 }
 
 void from_json(const json& j, WorkerSettings& s) {
@@ -143,6 +140,7 @@ void from_json(const json& j, WorkerSettings& s) {
   get_field(j, "seed", s.seed);
   get_field(j, "chat_template", s.chat_template);
   get_field(j, "dtype", s.dtype);
+  get_optional(j, "device", s.device);
 }
 
 void to_json(json& j, const RegisterReply& r) {

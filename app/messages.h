@@ -49,6 +49,7 @@ struct WorkerSettings {
   uint64_t seed = 0;               ///< run seed, mixed into every request seed
   std::string chat_template = "plain";
   std::string dtype = "float32";  ///< the worker's compute dtype
+  std::string device = "cpu";     ///< run.device, resolved by each worker (app/device.h); absent = cpu
 };
 
 /// The /v1/register answer: who the worker is in this run and what it needs to start.

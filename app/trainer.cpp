@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "app/checkpoints.h"
+#include "app/device.h"
 #include "app/fleet.h"
 #include "app/progress.h"
 #include "app/publisher.h"
@@ -204,11 +205,16 @@ void Trainer::join_group_weights() {
   if (!group_) return;
   if (resume_step_ < 0 || !fs::exists(run_dir_ + "/run_state.json")) {
     for (auto& m : adam_->master_tensors()) {
-      const auto* p = static_cast<const uint8_t*>(m.data_ptr());
-      std::vector<uint8_t> mine(p, p + m.numel() * sizeof(float));
+      at::Tensor host = m.to(torch::kCPU).contiguous();  // m itself on a CPU run, a copy on a GPU
+      const auto* p = static_cast<const uint8_t*>(host.data_ptr());
+      std::vector<uint8_t> mine(p, p + host.numel() * sizeof(float));
       auto got =
           group_->broadcast_bytes(group_->rank() == 0 ? mine : std::vector<uint8_t>(), 0, "initial weights");
-      std::memcpy(m.data_ptr(), got.data(), got.size());
+      if (got.size() != mine.size())
+        throw std::runtime_error("initial weights: rank 0 sent " + std::to_string(got.size()) +
+                                 " bytes for a master of " + std::to_string(mine.size()));
+      std::memcpy(host.data_ptr(), got.data(), got.size());
+      if (!host.is_same(m)) m.copy_(host);
     }
     adam_->cast_to_model();
     save_checkpoint(run_dir_, 0, *policy_, *adam_, CheckpointExtras{});
@@ -237,14 +243,16 @@ void Trainer::build_policy() {
   if (fs::is_directory(tok_path_))
     throw std::runtime_error("tokenizer.path: give the tokenizer file, not a folder");
   mc_ = model_config_for(config_, *tok_);
-  policy_ = build_model(config_, mc_);
+  policy_ = build_model(config_, mc_);  // initialised on the CPU (same weights on every device)
+  device_ = resolve_device(config_.run.device, rl::GroupOptions::from_env().local_rank);
+  if (!device_.is_cpu()) policy_->to(device_);
   tmpl_ = model::PromptTemplate::preset(config_.tokenizer.chat_template);
   spdlog::info(
       "{} train / {} held-out problems ({}); tokenizer {} ({} pieces); model {} layers x {} wide, {:.2f} M "
-      "parameters, {}",
+      "parameters, {} on {}",
       sets_.train.size(), sets_.held_out.size(), config_.data.task, tok_path_, tok_->vocab_size(),
       mc_.num_hidden_layers, mc_.hidden_size, static_cast<double>(policy_->num_parameters()) / 1e6,
-      config_.model.dtype);
+      config_.model.dtype, device_.str());
 }
 
 /// A fresh run: SFT warm start, the frozen KL reference, Pass@1 before, checkpoint 0.
@@ -298,6 +306,7 @@ void Trainer::resume(int64_t checkpoint_step) {
   if (checkpoint_step > 0) resume_pending_ = x.pending;
   if (config_.rl.grpo.kl_coef > 0) {
     reference_ = model::load_hf_model(run_dir_ + "/reference", compute_dtype(config_));
+    if (!device_.is_cpu()) reference_->to(device_);
     reference_->eval();
   }
   run_state_ = read_json(run_dir_ + "/run_state.json");

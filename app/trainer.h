@@ -87,6 +87,7 @@ class Trainer {
   std::string tok_path_;
   std::unique_ptr<model::Tokenizer> tok_;
   model::ModelConfig mc_;
+  c10::Device device_{c10::DeviceType::CPU};  ///< run.device resolved for this rank (app/device.h)
   model::Transformer policy_{nullptr};
   model::Transformer reference_{nullptr};  ///< rl.kl_coef > 0: the frozen policy GRPO started from
   model::PromptTemplate tmpl_;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "app/control.h"
+#include "app/device.h"
 #include "app/job.h"
 #include "app/setup.h"
 #include "model/chat_template.h"
@@ -152,6 +153,10 @@ class WorkerSession {
     sync::write_file_atomic(mc_path, boot_.model_config);
     model::ModelConfig mc = model::ModelConfig::from_hf_json(mc_path);
     policy_ = model::Transformer(mc, boot_.settings.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32);
+    // The trainer's run.device, resolved here: worker threads of `pulse run` share the trainer's GPU
+    // (same LOCAL_RANK); the replica's BF16 bytes stay in host memory and are copied in at each sync.
+    const c10::Device device = resolve_device(boot_.settings.device, local_rank_from_env());
+    if (!device.is_cpu()) policy_->to(device);
     policy_->eval();
     tmpl_ = model::PromptTemplate::preset(boot_.settings.chat_template);
     sync::HttpClientOptions patch_opts;
