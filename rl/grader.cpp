@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "rl/math_grader.h"
@@ -33,12 +35,27 @@ std::vector<RewardResult> grade_batch(const std::vector<const Problem*>& problem
     if (!problems[i]) throw std::invalid_argument("grade_batch: problem " + std::to_string(i) + " is null");
   std::vector<RewardResult> results(problems.size());
   if (problems.empty()) return results;
+  // One grade per distinct (problem, graded text): a group's samples often repeat a program, and a
+  // sandbox run costs ~30 ms of CPU. The graded text is what grade() looks at (the extracted program for
+  // code, the whole response for math), so a duplicate gets exactly the result its own grade would have
+  // given (for a program whose verdict is random, the duplicates share one draw).
+  std::vector<std::string> keys(problems.size());
+  for (size_t i = 0; i < problems.size(); ++i)
+    keys[i] = problems[i]->kind == TaskKind::Code ? extract_code(responses[i]) : responses[i];
+  std::map<std::pair<const Problem*, std::string_view>, size_t> first;
+  std::vector<size_t> unique, source(problems.size());
+  for (size_t i = 0; i < problems.size(); ++i) {
+    auto [it, inserted] = first.emplace(std::make_pair(problems[i], std::string_view(keys[i])), i);
+    if (inserted) unique.push_back(i);
+    source[i] = it->second;
+  }
   size_t n_threads =
       threads > 0 ? static_cast<size_t>(threads) : std::max(1u, std::thread::hardware_concurrency());
-  n_threads = std::min(n_threads, problems.size());
+  n_threads = std::min(n_threads, unique.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < problems.size();) {
+    for (size_t u; (u = next.fetch_add(1)) < unique.size();) {
+      const size_t i = unique[u];
       try {
         results[i] = grade(*problems[i], responses[i]);
       } catch (const std::exception& e) {  // e.g. out of memory while forking: not the model's fault
@@ -49,11 +66,13 @@ std::vector<RewardResult> grade_batch(const std::vector<const Problem*>& problem
   };
   if (n_threads == 1) {
     work();
-    return results;
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < n_threads; ++t) pool.emplace_back(work);
+    for (auto& t : pool) t.join();
   }
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < n_threads; ++t) pool.emplace_back(work);
-  for (auto& t : pool) t.join();
+  for (size_t i = 0; i < problems.size(); ++i)
+    if (source[i] != i) results[i] = results[source[i]];
   return results;
 }
 

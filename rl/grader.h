@@ -14,8 +14,10 @@ namespace pulse::rl {
 RewardResult grade(const Problem& problem, const std::string& response);
 
 /// Grades responses[i] against *problems[i] on `threads` worker threads (0 = one per hardware thread).
-/// Results are in input order and identical to calling grade() one by one. Each code task occupies
-/// one sandbox (one python process) at a time, so `threads` also bounds concurrent sandboxes.
+/// Results are in input order and identical to calling grade() one by one. Duplicates (the same problem
+/// object and the same graded text: the extracted program for code, the response for math) are graded
+/// once and share that result. Each code task occupies one grade (two sandboxes) at a time, so `threads`
+/// also bounds concurrent sandboxes.
 /// Throws std::invalid_argument when the two vectors differ in length or a problem is null.
 std::vector<RewardResult> grade_batch(const std::vector<const Problem*>& problems,
                                       const std::vector<std::string>& responses, int threads = 0);

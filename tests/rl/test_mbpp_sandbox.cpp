@@ -244,6 +244,39 @@ TEST_CASE("grade_batch dispatches by kind and keeps order", "[grader]") {
   CHECK_THROWS_AS(grade_batch(ps, {"x"}, 1), std::invalid_argument);
 }
 
+TEST_CASE("grade_batch grades each distinct program of a problem once", "[grader][mbpp][dedup]") {
+  REQUIRE(sandbox_available());
+  Problem c = add_one_task();
+  Problem c2 = add_one_task();  // same text, another problem object: graded on its own
+  // Passes or fails by a coin flip inside the sandbox: 16 separate grades would all agree with
+  // probability 2^-15; duplicates sharing one grade always agree.
+  const std::string coin =
+      "```python\nimport random\nk = 1 if random.random() < 0.5 else 2\ndef add_one(x):\n    return x + "
+      "k\n```";
+  const std::string same_program_other_text = "Here it is.\n" + coin + "\nDone.";
+  std::vector<const Problem*> ps;
+  std::vector<std::string> rs;
+  for (int i = 0; i < 16; ++i) {
+    ps.push_back(&c);
+    rs.push_back(i % 2 ? coin : same_program_other_text);
+  }
+  ps.push_back(&c);
+  rs.push_back("def add_one(x):\n    return x + 1\n");
+  ps.push_back(&c2);
+  rs.push_back("def add_one(x):\n    return x\n");
+  auto out = grade_batch(ps, rs, 2);
+  REQUIRE(out.size() == 18);
+  for (int i = 1; i < 16; ++i) {
+    CHECK(out[i].score == out[0].score);
+    CHECK(out[i].reason == out[0].reason);
+    CHECK(out[i].extracted == out[0].extracted);
+  }
+  CHECK((out[0].reason == "passed" || out[0].reason == "assert_failed"));
+  CHECK(out[16].score == 1.0);
+  CHECK(out[17].score == 0.0);
+  CHECK(out[17].reason == "assert_failed");
+}
+
 TEST_CASE("a program killed by a signal is a runtime_error naming the signal", "[grader][mbpp][signal]") {
   REQUIRE(sandbox_available());
   Problem t = add_one_task();
