@@ -39,6 +39,7 @@ c10::Device resolve_device(const std::string& setting, int local_rank) {
 
 int local_rank_from_env() {
   const char* v = std::getenv("LOCAL_RANK");
+  if (v == nullptr || *v == '\0') v = std::getenv("RANK");
   if (v == nullptr || *v == '\0') return 0;
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);

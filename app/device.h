@@ -28,8 +28,9 @@ std::string cuda_unavailable_reason();
 /// unavailable, and "key 'run.device' must be one of cpu, cuda, auto" for another string. Thread-safe.
 c10::Device resolve_device(const std::string& setting, int local_rank = 0);
 
-/// LOCAL_RANK from the environment (torchrun, `pulse launch`), 0 when unset or not a non-negative
-/// integer.
+/// LOCAL_RANK from the environment (torchrun, `pulse launch`), else RANK, else 0
+/// (rl::GroupOptions::from_env's rule, so that the worker threads of a trainer rank pick the trainer's GPU);
+/// 0 when not a non-negative integer.
 int local_rank_from_env();
 
 }  // namespace pulse::app

@@ -173,9 +173,12 @@ void Trainer::open_run_dir() {
   spdlog::info("run directory {}{}", run_dir_, opt_.resume_dir.empty() ? "" : " (resuming)");
 }
 
-/// multi.mode != single: joins the group of trainers (c10d TCPStore rendezvous + Gloo).
+/// run.device for this rank (LOCAL_RANK's GPU on cuda); multi.mode != single: joins the group of trainers
+/// (c10d TCPStore rendezvous + Gloo, plus NCCL for CUDA gradients in a build with it, rl/process_group.h).
 void Trainer::start_group() {
   rl::GroupOptions o = rl::GroupOptions::from_env(config_.multi.timeout_s);
+  device_ = resolve_device(config_.run.device, o.local_rank);
+  if (device_.is_cuda()) o.cuda_device = device_.index();
   if (config_.multi.mode == "single") {
     if (o.world_size > 1)
       throw ConfigError("multi.mode = single but WORLD_SIZE = " + std::to_string(o.world_size) +
@@ -185,8 +188,11 @@ void Trainer::start_group() {
   if (o.world_size == 1)
     spdlog::warn("multi.mode = {} with one trainer: the outer rounds run locally", config_.multi.mode);
   group_ = std::make_unique<rl::TrainerGroup>(o);
-  spdlog::info("trainer rank {} of {} ({} via {}:{})", group_->rank(), group_->world_size(),
-               config_.multi.mode, o.master_addr, o.master_port);
+  spdlog::info("trainer rank {} of {} ({} via {}:{}; {})", group_->rank(), group_->world_size(),
+               config_.multi.mode, o.master_addr, o.master_port,
+               group_->nccl_active() ? "NCCL for the CUDA gradients, Gloo for bytes"
+               : device_.is_cuda()   ? "Gloo through host copies of the CUDA tensors"
+                                     : "Gloo");
   // Every rank must run the same config (bar its run directory): compare a hash of it.
   Config c = config_;
   c.run.dir.clear();
@@ -244,7 +250,6 @@ void Trainer::build_policy() {
     throw std::runtime_error("tokenizer.path: give the tokenizer file, not a folder");
   mc_ = model_config_for(config_, *tok_);
   policy_ = build_model(config_, mc_);  // initialised on the CPU (same weights on every device)
-  device_ = resolve_device(config_.run.device, rl::GroupOptions::from_env().local_rank);
   if (!device_.is_cpu()) policy_->to(device_);
   tmpl_ = model::PromptTemplate::preset(config_.tokenizer.chat_template);
   spdlog::info(

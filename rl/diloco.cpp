@@ -198,7 +198,12 @@ std::function<void(std::vector<at::Tensor>&)> ddp_gradient_reducer(TrainerGroup&
   return [&group](std::vector<at::Tensor>& grads) {
     const double w = group.world_size();
     for (auto& g : grads) {
-      at::Tensor h = g.to(torch::kCPU).contiguous();
+      if (g.is_cuda() && group.nccl_active() && g.is_contiguous()) {  // NCCL on the device
+        group.allreduce_sum(g, "gradient");
+        g.div_(w);
+        continue;
+      }
+      at::Tensor h = g.to(torch::kCPU).contiguous();  // Gloo through host memory (g itself on a CPU run)
       group.allreduce_sum(h, "gradient");
       h.div_(w);
       if (!h.is_same(g)) g.copy_(h);

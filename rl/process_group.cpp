@@ -4,6 +4,16 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+// NCCL: only with a LibTorch that has it (its targets define USE_C10D_NCCL; Debian's 1.13 ships the header
+// but not the library) and the opt-in PULSE_NCCL (see process_group.h).
+#if defined(USE_C10D_NCCL) && defined(PULSE_NCCL)
+#define PULSE_WITH_NCCL 1
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#else
+#define PULSE_WITH_NCCL 0
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -154,6 +164,9 @@ struct TrainerGroup::Impl {
   GroupOptions opt;
   c10::intrusive_ptr<c10d::TCPStore> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+#if PULSE_WITH_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;  // CUDA tensors' all-reduces (cuda_device >= 0)
+#endif
   CommStats stats;
   std::string broken;  // the first failure, "" while healthy
 
@@ -345,8 +358,17 @@ TrainerGroup::TrainerGroup(const GroupOptions& options) : impl_(std::make_unique
       gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     }
     gloo->threads = 2;
-    // CPU tensors only: Debian's LibTorch has no CUDA, so there is no NCCL branch (USE_C10D_NCCL) here.
     impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, o.rank, o.world_size, gloo);
+#if PULSE_WITH_NCCL
+    if (o.cuda_device >= 0) {
+      stage = "creating the NCCL process group (GPU " + std::to_string(o.cuda_device) + ")";
+      auto nccl = c10d::ProcessGroupNCCL::Options::create();
+      nccl->timeout = to_ms(o.timeout_s);
+      c10::intrusive_ptr<c10d::Store> prefixed =
+          c10::make_intrusive<c10d::PrefixStore>("pulse-nccl", impl_->store);
+      impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, o.rank, o.world_size, nccl);
+    }
+#endif
     stage = "starting the heartbeat";
     if (o.heartbeat) impl_->start_heartbeat();
   } catch (const std::exception& e) {
@@ -363,6 +385,9 @@ TrainerGroup::TrainerGroup(const GroupOptions& options) : impl_(std::make_unique
 
 TrainerGroup::~TrainerGroup() {
   impl_->stop_heartbeat();
+#if PULSE_WITH_NCCL
+  impl_->nccl.reset();
+#endif
   impl_->pg.reset();
   impl_->hb_store.reset();
   impl_->store.reset();
@@ -384,13 +409,47 @@ void TrainerGroup::reset_stats() {
   impl_->stats = CommStats{};
 }
 
+bool TrainerGroup::nccl_built() {
+  return PULSE_WITH_NCCL != 0;
+}
+
+bool TrainerGroup::nccl_active() const {
+#if PULSE_WITH_NCCL
+  return impl_->nccl.defined();
+#else
+  return false;
+#endif
+}
+
 void TrainerGroup::allreduce_sum(at::Tensor& tensor, const std::string& label) {
-  if (tensor.scalar_type() != torch::kFloat32 || !tensor.device().is_cpu() || !tensor.is_contiguous())
+  const bool device_ok = tensor.device().is_cpu() || tensor.device().is_cuda();
+  if (tensor.scalar_type() != torch::kFloat32 || !device_ok || !tensor.is_contiguous())
     throw std::invalid_argument("allreduce_sum of '" + label +
-                                "': needs a contiguous CPU float32 tensor, got " +
+                                "': needs a contiguous CPU or CUDA float32 tensor, got " +
                                 std::string(c10::toString(tensor.scalar_type())) + " on " +
                                 tensor.device().str() + (tensor.is_contiguous() ? "" : " (non-contiguous)"));
-  allreduce_sum(tensor.data_ptr<float>(), static_cast<size_t>(tensor.numel()), label);
+  if (tensor.device().is_cpu()) {
+    allreduce_sum(tensor.data_ptr<float>(), static_cast<size_t>(tensor.numel()), label);
+    return;
+  }
+#if PULSE_WITH_NCCL
+  if (impl_->nccl) {
+    auto& im = *impl_;
+    const uint64_t n = static_cast<uint64_t>(tensor.numel()) * sizeof(float);
+    const uint64_t w = static_cast<uint64_t>(im.opt.world_size);
+    im.run(im.stats.allreduce, "allreduce", label, n, 2 * (w - 1) * n / w, [&] {
+      if (tensor.numel() == 0) return;
+      std::vector<at::Tensor> ts{tensor};
+      c10d::AllreduceOptions ao;
+      ao.reduceOp = c10d::ReduceOp::SUM;
+      im.wait(im.nccl->allreduce(ts, ao));  // the current stream waits for NCCL's
+    });
+    return;
+  }
+#endif
+  at::Tensor host = tensor.to(torch::kCPU);  // Gloo through host memory
+  allreduce_sum(host.data_ptr<float>(), static_cast<size_t>(host.numel()), label);
+  tensor.copy_(host);
 }
 
 void TrainerGroup::allreduce_sum(float* data, size_t count, const std::string& label) {

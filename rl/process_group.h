@@ -1,7 +1,11 @@
 // A trainer process group for multi-trainer runs (DDP, DiLoCo, PULSELoCo): c10d's TCPStore for the
 // rendezvous (rank 0 hosts it) and c10d's ProcessGroupGloo for the collectives, both from LibTorch. No
 // collective protocol of our own: every byte between ranks goes through a c10d call.
-// CPU tensors only: NCCL is not wired (Debian's LibTorch 1.13 has no CUDA).
+// Tensors: CPU FP32 go through Gloo. CUDA FP32 (run.device = cuda) go through NCCL when this build has it
+// (nccl_built(): a LibTorch with NCCL, whose targets define USE_C10D_NCCL, AND the opt-in PULSE_NCCL=1 at
+// configure time, e.g. -DCMAKE_CXX_FLAGS=-DPULSE_NCCL=1; the NCCL branch has not run on a GPU yet) and
+// GroupOptions::cuda_device names this rank's GPU; otherwise through a host copy over Gloo (always works;
+// Debian's LibTorch 1.13 has neither CUDA nor NCCL). Bytes (broadcast/exchange/allgather) always use Gloo.
 //
 // Configured like torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
 // (GroupOptions::from_env), or explicitly. world_size 1 needs no network: no store, no Gloo, every
@@ -55,6 +59,10 @@ struct GroupOptions {
   int master_port = 29500;                ///< port of rank 0's TCPStore (1..65535)
   double timeout_s = 300;                 ///< rendezvous, store and every collective, seconds (> 0)
   bool heartbeat = true;                  ///< run the heartbeat that names a dead or hung peer
+  /// This rank's GPU (run.device = cuda: LOCAL_RANK's device), -1 = none. With nccl_built(), an NCCL
+  /// process group is created beside the Gloo one (on the same TCPStore, under the prefix "pulse-nccl")
+  /// for the all-reduces of CUDA tensors.
+  int cuda_device = -1;
 
   /// torchrun's environment: RANK, WORLD_SIZE (both required together; absent: a world of 1),
   /// LOCAL_RANK, LOCAL_WORLD_SIZE (default: RANK and WORLD_SIZE), MASTER_ADDR (default 127.0.0.1),
@@ -109,8 +117,9 @@ class TrainerGroup {
   int world_size() const;
   const GroupOptions& options() const;
 
-  /// In-place sum over ranks of a contiguous CPU FP32 tensor (any shape; same shape on every rank).
-  /// Throws std::invalid_argument for another dtype/device or a non-contiguous tensor; GroupError on a
+  /// In-place sum over ranks of a contiguous FP32 tensor (any shape; same shape on every rank). CPU: Gloo.
+  /// CUDA: NCCL when nccl_active(), else a host copy summed over Gloo and copied back. Throws
+  /// std::invalid_argument for another dtype or device or a non-contiguous tensor; GroupError on a
   /// failure. `label` names the data in errors ("pseudo-gradient").
   void allreduce_sum(at::Tensor& tensor, const std::string& label);
 
@@ -140,6 +149,12 @@ class TrainerGroup {
 
   const CommStats& stats() const;
   void reset_stats();
+
+  /// Whether this binary was built with the NCCL branch (USE_C10D_NCCL and PULSE_NCCL, see above).
+  static bool nccl_built();
+  /// Whether CUDA tensors are all-reduced over NCCL in this group (nccl_built(), cuda_device >= 0 and
+  /// world_size > 1).
+  bool nccl_active() const;
 
   /// Bytes rank `rank` sends in Gloo's binomial-tree broadcast of `bytes` from `root` in a world of
   /// `world` (the wire model above; exposed for tests and reports).
