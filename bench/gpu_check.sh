@@ -20,8 +20,14 @@
 #             test_kernels_cuda and kernels_report first, then pulse
 #   tests     build-gpu/test_kernels_cuda
 #   bench     build-gpu/pulse bench kernels --json
-#   grpo      a few GRPO steps of the embedded default on the GPU: needs a run.device key, which pulse does
-#             not have yet (recorded as owed)
+#   grpo      a few GRPO steps of the embedded default on the GPU: configs/default.toml shortened (60 SFT
+#             steps, 4 GRPO steps, no Pass@1) with --set run.device=cuda; per-step times, bit_identical
+#             (every worker's root hash == the trainer's) and worker versions go into the JSON
+#   grpo_verify  offline root-hash check of the GPU run's weights: pulse sync diff (checkpoint 0 -> last),
+#             apply, verify (host code, exit 0 = the applied weights are the patch's target)
+#   grpo_cpu  the same run with run.device=cpu, for the step-time comparison (when >= 90 s are left)
+#             PULSE_GPU_CHECK_GRPO_PULSE (default build-gpu/pulse) and PULSE_GPU_CHECK_GRPO_DEVICE (default
+#             cuda) let a machine without a GPU try this path: =build/pulse and =cpu
 # Without a GPU it says so in the JSON ("gpu": false, with the reason) and exits 0 after the steps that
 # need none (environment, the prebuilt tests, which then skip with a message).
 set -uo pipefail
@@ -168,7 +174,41 @@ elif [ -x build-gpu/kernels_report ] && $gpu; then
 else
   skip bench "no built pulse or no GPU"
 fi
-skip grpo "pulse has no run.device key yet: the model and RL run on the CPU; GRPO steps on the GPU are owed"
+
+# ---- grpo: a few GRPO steps of the embedded default on the GPU (run.device = cuda) --------------------------
+# The policy, SFT, GRPO, the FP32 masters and both worker threads' models on cuda:0; PULSESync between them
+# through host memory as on the CPU. A LibTorch without CUDA fails at once naming run.device and the reason.
+grpo_pulse=${PULSE_GPU_CHECK_GRPO_PULSE:-build-gpu/pulse}
+grpo_device=${PULSE_GPU_CHECK_GRPO_DEVICE:-cuda}
+grpo_args=(configs/default.toml --quiet --log-json --set sft.steps=60 --set sft.warmup_steps=5
+  --set rl.steps=4 --set eval.before=false --set eval.after=false --set run.checkpoint_every=0)
+if [ -x "$grpo_pulse" ] && { $gpu || [ "$grpo_device" != cuda ]; }; then
+  step grpo 150 "$grpo_pulse" run "${grpo_args[@]}" --set run.device="$grpo_device" --set run.dir="$work/grpo_run"
+  ck="$work/grpo_run/checkpoints"
+  if [ -f "$ck/LATEST" ]; then
+    last=$(printf 'step-%06d' "$(cat "$ck/LATEST")")
+    step grpo_verify 60 bash -c "set -e
+      '$grpo_pulse' sync diff '$ck/step-000000/model' '$ck/$last/model' -o '$work/grpo.patch'
+      '$grpo_pulse' sync apply '$ck/step-000000/model' '$work/grpo.patch' -o '$work/grpo_applied.safetensors'
+      '$grpo_pulse' sync verify '$work/grpo_applied.safetensors' '$work/grpo.patch'
+      '$grpo_pulse' sync verify '$ck/$last/model' '$work/grpo.patch'"
+  else
+    skip grpo_verify "the grpo run wrote no checkpoint"
+  fi
+  if [ "$(left)" -ge 90 ]; then
+    step grpo_cpu 80 "$grpo_pulse" run "${grpo_args[@]}" --set run.device=cpu --set run.dir="$work/grpo_cpu_run"
+  else
+    skip grpo_cpu "less than 90 s of the time budget left"
+  fi
+elif [ -x "$grpo_pulse" ]; then
+  skip grpo "no GPU: $gpu_reason"
+  skip grpo_verify "no GPU run"
+  skip grpo_cpu "no GPU run to compare with"
+else
+  skip grpo "$grpo_pulse was not built"
+  skip grpo_verify "no GPU run"
+  skip grpo_cpu "no GPU run to compare with"
+fi
 
 # ---- one JSON file ---------------------------------------------------------------------------------------
 python3 - "$work" "$result" "$gpu" "$gpu_reason" "$start" <<'PY'
@@ -202,6 +242,43 @@ out = {
     "gpu": gpu, "gpu_reason": gpu_reason or None, "gpu_info": (text("gpu.txt") or "").strip() or None,
     "tools": text("tools.txt"), "torch": last_json("torch.json"), "steps": steps,
     "prebuilt_bench": last_json("prebuilt_bench.log"), "bench_kernels": last_json("bench.log"),
+}
+# GRPO runs (steps grpo, grpo_cpu): per-step numbers from metrics.jsonl, the summary, the SFT time.
+def grpo_run(name):
+    d = os.path.join(work, name)
+    rows = []
+    if os.path.exists(os.path.join(d, "metrics.jsonl")):
+        with open(os.path.join(d, "metrics.jsonl")) as f:
+            rows = [json.loads(l) for l in f if l.strip()]
+    if not rows:
+        return None
+    def load(fname):
+        p = os.path.join(d, fname)
+        return json.load(open(p)) if os.path.exists(p) else {}
+    summ, state = load("summary.json"), load("run_state.json")
+    cfg = open(os.path.join(d, "config.toml")).read() if os.path.exists(os.path.join(d, "config.toml")) else ""
+    dev = [l.split("=", 1)[1].split("#")[0].strip().strip('"') for l in cfg.splitlines() if l.startswith("device =")]
+    col = lambda k: [r.get(k) for r in rows]
+    st = sorted(r["step_ms"] for r in rows)
+    return {"run_device": dev[0] if dev else None, "steps": len(rows), "step_ms": col("step_ms"),
+            "median_step_ms": st[len(st) // 2], "train_ms": col("train_ms"), "generate_ms": col("generate_ms"),
+            "encode_ms": col("encode_ms"), "apply_ms": col("apply_ms"), "tokens_per_s": col("tokens_per_s"),
+            "bit_identical": col("bit_identical"), "worker_versions": col("worker_versions"),
+            "patch_bytes": col("patch_bytes"), "changed_fraction": col("changed_fraction"),
+            "reward_mean": col("reward_mean"), "bit_identical_every_step": summ.get("bit_identical_every_step"),
+            "wall_seconds": summ.get("wall_seconds"), "sft_seconds": state.get("sft_seconds"),
+            "sft_last_loss": state.get("sft_last_loss")}
+out["grpo"] = grpo_run("grpo_run")
+out["grpo_cpu"] = grpo_run("grpo_cpu_run")
+gv = steps.get("grpo_verify", {})
+out["grpo_summary"] = {
+    "ran": out["grpo"] is not None,
+    "run_device": (out["grpo"] or {}).get("run_device"),
+    "bit_identical_every_step": (out["grpo"] or {}).get("bit_identical_every_step"),
+    "root_hash_verify_ok": gv.get("status") == "ran" and gv.get("rc") == 0,
+    "median_step_ms": (out["grpo"] or {}).get("median_step_ms"),
+    "median_step_ms_cpu": (out["grpo_cpu"] or {}).get("median_step_ms"),
+    "reason": None if out["grpo"] else (steps.get("grpo", {}).get("log_tail") or "not run"),
 }
 # The issue's targets, from whichever kernels bench ran: diff+compact and apply >= 70% of the same-run
 # device-to-device copy, every output equal to its CPU reference.
