@@ -155,7 +155,12 @@ class WorkerSession {
     policy_ = model::Transformer(mc, boot_.settings.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32);
     // The trainer's run.device, resolved here: worker threads of `pulse run` share the trainer's GPU
     // (same LOCAL_RANK); the replica's BF16 bytes stay in host memory and are copied in at each sync.
-    const c10::Device device = resolve_device(boot_.settings.device, local_rank_from_env());
+    c10::Device device(c10::DeviceType::CPU);
+    try {
+      device = resolve_device(boot_.settings.device, local_rank_from_env());
+    } catch (const ConfigError& e) {
+      throw std::runtime_error("worker " + boot_.worker_id + " on this machine: the trainer's " + e.what());
+    }
     if (!device.is_cpu()) policy_->to(device);
     policy_->eval();
     tmpl_ = model::PromptTemplate::preset(boot_.settings.chat_template);
