@@ -4,6 +4,7 @@
 
 #include "app/device.h"
 #include "app/setup.h"
+#include "datasets/mbpp_fewshot.h"
 #include "model/chat_template.h"
 
 #include <toml++/toml.h>
@@ -160,6 +161,10 @@ void data_fields(FieldTable& t, Config& c) {
         int_range(&c.data.n_problems, 2, 10'000'000));
   t.add("data", "max_level", &c.data.max_level, "synthetic difficulty 1..5",
         int_range(&c.data.max_level, 1, 5));
+  t.add("data", "demo_error_rate", &c.data.demo_error_rate,
+        "synthetic_code: share of SFT demonstrations replaced by a plausible wrong program (a weak "
+        "teacher; the RL reward has to find the correct one)",
+        real_range(&c.data.demo_error_rate, 0.0, 1.0));
   t.add("data", "held_out_fraction", &c.data.held_out_fraction,
         "share kept for Pass@1 (when eval_path = \"\")",
         real_range(&c.data.held_out_fraction, 0.0, 0.9, true));
@@ -171,6 +176,15 @@ void data_fields(FieldTable& t, Config& c) {
           std::string bad = one_of(&c.data.eval_split, {"all", "test", "validation", "train", "prompt"})();
           if (bad.empty() && c.data.eval_split != "all" && c.data.task != "mbpp")
             bad = "must be all unless data.task = mbpp (got '" + c.data.eval_split + "')";
+          return bad;
+        });
+  t.add("data", "mbpp_shots", &c.data.mbpp_shots,
+        "task mbpp: exemplars (MBPP task_ids 2, 3, 4) before each prompt in the paper's few-shot "
+        "[BEGIN]/[DONE] format, for base models (use chat_template = plain); 0 = the bare prompt",
+        [&c]() -> std::string {
+          std::string bad = int_range(&c.data.mbpp_shots, 0, 3)();
+          if (bad.empty() && c.data.mbpp_shots > 0 && c.data.task != "mbpp")
+            bad = "must be 0 unless data.task = mbpp (got " + std::to_string(c.data.mbpp_shots) + ")";
           return bad;
         });
 }
@@ -640,6 +654,10 @@ void validate(const Config& config_in, const std::string& source) {
   }
   const auto& d = config.data;
   bool real = d.task == "math" || d.task == "mbpp" || d.task == "gsm8k";
+  if (d.demo_error_rate > 0 && d.task != "synthetic_code")
+    throw ConfigError(
+        source + ": key 'data.demo_error_rate' applies to data.task = \"synthetic_code\" only (task is '" +
+        d.task + "')");
   if (real && d.path.empty() && d.eval_path.empty())
     throw ConfigError(source + ": key 'data.path' must name a jsonl file for task '" + d.task + "'");
   if (config.rl.steps > 0 && config.rl.prompts_per_step < config.run.workers)
@@ -672,6 +690,10 @@ void finalize(Config& c) {
   c.sft.loop.seed = derive_seed(seed, kSeedSft);
   c.eval.pass_at_1.seed = derive_seed(seed, kSeedEval);
   c.sync.patch.model_id = c.run.name;
+  // The few-shot MBPP format ends each program with [DONE]: sampling stops there.
+  if (c.data.mbpp_shots > 0)
+    for (model::SamplingParams* sp : {&c.rl.grpo.sampling, &c.eval.pass_at_1.sampling})
+      sp->stop_strings.push_back(datasets::kMbppDoneMarker);
   // Lagged rollouts were sampled by an older policy: pi_old must be the trainer's current policy, and the
   // TIS weight pi_old / pi_sampler corrects the gap (rl/grpo.h).
   c.rl.grpo.recompute_old_logprobs = true;

@@ -47,9 +47,11 @@ struct DataSection {
   std::string eval_path;                ///< held-out jsonl; "" = split from the train problems
   int64_t n_problems = 4000;            ///< synthetic problems generated (train + held-out)
   int64_t max_level = 2;                ///< synthetic difficulty 1..5
+  double demo_error_rate = 0;           ///< synthetic_code: share of SFT demonstrations that are wrong
   double held_out_fraction = 0.05;      ///< share of the problems kept for Pass@1 (when eval_path is "")
   int64_t seed = 7;                     ///< problem generation and split seed
   std::string eval_split = "all";       ///< mbpp: the held-out file's standard split (datasets/mbpp_split.h)
+  int64_t mbpp_shots = 0;               ///< mbpp: few-shot exemplars before each prompt (datasets/mbpp_fewshot.h)
 };
 
 /// SFT warm start: the loop (rl/sft.h) and its own optimizer (AdamW, cosine to min_lr_ratio after warmup).

@@ -12,6 +12,7 @@
 
 #include "datasets/catalog.h"
 #include "datasets/loaders.h"
+#include "datasets/mbpp_fewshot.h"
 #include "datasets/mbpp_split.h"
 #include "datasets/split.h"
 #include "datasets/synthetic.h"
@@ -47,19 +48,33 @@ ProblemSets load_problems(const Config& config) {
     all =
         datasets::synthetic_math(d.n_problems, static_cast<uint64_t>(d.seed), static_cast<int>(d.max_level));
   } else if (d.task == "synthetic_code") {
-    all = datasets::synthetic_code(d.n_problems, static_cast<uint64_t>(d.seed));
+    all = datasets::synthetic_code(d.n_problems, static_cast<uint64_t>(d.seed), d.demo_error_rate);
   } else if (!d.path.empty()) {
     all = load_file(d.path);
   }
   ProblemSets sets;
+  std::vector<rl::Problem> exemplars =
+      d.eval_path.empty() && d.mbpp_shots > 0 ? all : std::vector<rl::Problem>{};
+  std::string exemplar_file = d.path;
   if (!d.eval_path.empty()) {
     sets.train = std::move(all);
     sets.held_out = load_file(d.eval_path);
-    if (d.task == "mbpp") sets.held_out = datasets::mbpp_split(std::move(sets.held_out), d.eval_split);
+    if (d.task == "mbpp") {
+      // The few-shot exemplars come from the whole file (its prompt split), before it is cut to eval_split.
+      if (d.mbpp_shots > 0) {
+        exemplars = sets.held_out;
+        exemplar_file = d.eval_path;
+      }
+      sets.held_out = datasets::mbpp_split(std::move(sets.held_out), d.eval_split);
+    }
   } else {
     auto split = datasets::split_problems(std::move(all), d.held_out_fraction, static_cast<uint64_t>(d.seed));
     sets.train = std::move(split.train);
     sets.held_out = std::move(split.held_out);
+  }
+  if (d.task == "mbpp" && d.mbpp_shots > 0) {
+    for (auto* set : {&sets.train, &sets.held_out})
+      datasets::apply_mbpp_fewshot(*set, exemplars, static_cast<int>(d.mbpp_shots), exemplar_file);
   }
   if (config.eval.max_problems > 0 && static_cast<int64_t>(sets.held_out.size()) > config.eval.max_problems)
     sets.held_out.resize(static_cast<size_t>(config.eval.max_problems));

@@ -15,6 +15,7 @@ struct Problem {
   std::string question;            ///< problem text (MATH `problem`, MBPP `text`, GSM8K `question`)
   std::string answer;              ///< Math: the reference final answer (e.g. "\\frac{3}{4}")
   std::string solution;            ///< reference solution (MATH `solution`, MBPP `code`), for SFT
+  std::string demonstration;       ///< SFT target when it is not `solution` (a weak teacher's); "" = none
   std::string subject;             ///< MATH subject ("Algebra"), "" otherwise
   int level = 0;                   ///< MATH level 1..5, synthetic difficulty, 0 when unknown
   std::vector<std::string> tests;  ///< Code: MBPP `test_list` asserts

@@ -111,7 +111,8 @@ std::string rand_word(Rng& r) {
 
 struct CodeTemplate {
   const char* text;
-  const char* code;  // "{K}" is replaced by the template constant
+  const char* code;   // "{K}" is replaced by the template constant
+  const char* wrong;  // a plausible wrong program that fails every test (the weak teacher's demonstration)
   // One assert line for random inputs.
   std::function<std::string(Rng&, int64_t k)> make_test;
   bool has_constant;
@@ -120,31 +121,35 @@ struct CodeTemplate {
 const std::vector<CodeTemplate>& code_templates() {
   static const std::vector<CodeTemplate> t = {
       {"Write a function to add {K} to a number.", "def add_k(x):\n    return x + {K}\n",
+       "def add_k(x):\n    return x - {K}\n",
        [](Rng& r, int64_t k) {
          int64_t v = r.uniform(-50, 100);
          return "assert add_k(" + s(v) + ") == " + s(v + k);
        },
        true},
       {"Write a function to multiply two numbers.", "def multiply(a, b):\n    return a * b\n",
+       "def multiply(a, b):\n    return a + b\n",
        [](Rng& r, int64_t) {
          int64_t a = r.uniform(-12, 12), b = r.uniform(-12, 12);
          return "assert multiply(" + s(a) + ", " + s(b) + ") == " + s(a * b);
        },
        false},
       {"Write a function to find the largest number in a list.", "def max_of_list(xs):\n    return max(xs)\n",
+       "def max_of_list(xs):\n    return min(xs)\n",
        [](Rng& r, int64_t) {
          auto v = rand_list(r);
          return "assert max_of_list(" + py_list(v) + ") == " + s(*std::max_element(v.begin(), v.end()));
        },
        false},
       {"Write a function to find the smallest number in a list.",
-       "def min_of_list(xs):\n    return min(xs)\n",
+       "def min_of_list(xs):\n    return min(xs)\n", "def min_of_list(xs):\n    return max(xs)\n",
        [](Rng& r, int64_t) {
          auto v = rand_list(r);
          return "assert min_of_list(" + py_list(v) + ") == " + s(*std::min_element(v.begin(), v.end()));
        },
        false},
       {"Write a function to find the sum of a list of numbers.", "def sum_list(xs):\n    return sum(xs)\n",
+       "def sum_list(xs):\n    return len(xs)\n",
        [](Rng& r, int64_t) {
          auto v = rand_list(r);
          return "assert sum_list(" + py_list(v) +
@@ -152,25 +157,28 @@ const std::vector<CodeTemplate>& code_templates() {
        },
        false},
       {"Write a function to reverse a string.", "def reverse_string(s):\n    return s[::-1]\n",
+       "def reverse_string(s):\n    return s[1:]\n",
        [](Rng& r, int64_t) {
          std::string w = rand_word(r), rev(w.rbegin(), w.rend());
          return "assert reverse_string(" + py_str(w) + ") == " + py_str(rev);
        },
        false},
       {"Write a function to check whether a number is even.", "def is_even(n):\n    return n % 2 == 0\n",
+       "def is_even(n):\n    return n % 2 == 1\n",
        [](Rng& r, int64_t) {
          int64_t v = r.uniform(-30, 100);
          return "assert is_even(" + s(v) + ") == " + (v % 2 == 0 ? "True" : "False");
        },
        false},
       {"Write a function to return the square of a number.", "def square(x):\n    return x * x\n",
+       "def square(x):\n    return x * 2\n",
        [](Rng& r, int64_t) {
          int64_t v = r.uniform(-20, 20);
          return "assert square(" + s(v) + ") == " + s(v * v);
        },
        false},
       {"Write a function to count how many times a character occurs in a string.",
-       "def count_char(s, c):\n    return s.count(c)\n",
+       "def count_char(s, c):\n    return s.count(c)\n", "def count_char(s, c):\n    return s.count(c) + 1\n",
        [](Rng& r, int64_t) {
          std::string w = rand_word(r);
          char c = static_cast<char>('a' + r.uniform(0, 7));
@@ -179,13 +187,14 @@ const std::vector<CodeTemplate>& code_templates() {
        },
        false},
       {"Write a function to find the absolute difference of two numbers.",
-       "def abs_diff(a, b):\n    return abs(a - b)\n",
+       "def abs_diff(a, b):\n    return abs(a - b)\n", "def abs_diff(a, b):\n    return abs(a + b)\n",
        [](Rng& r, int64_t) {
          int64_t a = r.uniform(-50, 50), b = r.uniform(-50, 50);
          return "assert abs_diff(" + s(a) + ", " + s(b) + ") == " + s(std::llabs(a - b));
        },
        false},
       {"Write a function to repeat a string {K} times.", "def repeat_k(s):\n    return s * {K}\n",
+       "def repeat_k(s):\n    return s * ({K} - 1)\n",
        [](Rng& r, int64_t k) {
          std::string w = rand_word(r), rep;
          for (int64_t i = 0; i < k; ++i) rep += w;
@@ -194,6 +203,7 @@ const std::vector<CodeTemplate>& code_templates() {
        true},
       {"Write a function to return the sum of the first and last elements of a list.",
        "def first_last_sum(xs):\n    return xs[0] + xs[-1]\n",
+       "def first_last_sum(xs):\n    return xs[0] + xs[1]\n",
        [](Rng& r, int64_t) {
          auto v = rand_list(r);
          return "assert first_last_sum(" + py_list(v) + ") == " + s(v.front() + v.back());
@@ -226,7 +236,7 @@ std::vector<Problem> synthetic_math(int64_t n, uint64_t seed, int max_level) {
   return out;
 }
 
-std::vector<Problem> synthetic_code(int64_t n, uint64_t seed) {
+std::vector<Problem> synthetic_code(int64_t n, uint64_t seed, double demo_error_rate) {
   const auto& templates = code_templates();
   std::vector<Problem> out;
   for (int64_t i = 0; i < n; ++i) {
@@ -237,10 +247,17 @@ std::vector<Problem> synthetic_code(int64_t n, uint64_t seed) {
     p.kind = TaskKind::Code;
     p.id = "synthetic/code/" + s(i);
     std::string text = t.text, code = t.code;
+    p.subject = code.substr(4, code.find('(') - 4);  // "def NAME(" -> NAME
     replace_k(text, k);
     replace_k(code, k);
     for (int j = 0; j < 3; ++j) p.tests.push_back(t.make_test(r, k));
     p.solution = code;
+    // The teacher's slip is drawn from a stream of its own, so the tasks do not depend on the rate.
+    Rng teacher(seed, static_cast<uint64_t>(i), 3);
+    if (demo_error_rate > 0 && static_cast<double>(teacher.next() >> 11) * 0x1.0p-53 < demo_error_rate) {
+      p.demonstration = t.wrong;
+      replace_k(p.demonstration, k);
+    }
     p.question = mbpp_prompt(text, p.tests);
     out.push_back(std::move(p));
   }

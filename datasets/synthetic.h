@@ -21,7 +21,13 @@ std::vector<Problem> synthetic_math(int64_t n, uint64_t seed, int max_level = 3)
 
 /// n short function-writing tasks in MBPP format (text + three asserts; solution = a correct reference
 /// program; kind Code), drawn from a fixed set of templates with random constants and test inputs.
-/// Problem i depends only on (seed, i). ids "synthetic/code/<i>".
-std::vector<Problem> synthetic_code(int64_t n, uint64_t seed);
+/// With demo_error_rate r in [0, 1], each problem's `demonstration` (the SFT target) is, with
+/// probability r (seeded per problem, independent of the task draws), its template's plausible wrong
+/// program (an operator, slice or constant off: `x - K` for `x + K`), which fails the problem's asserts;
+/// otherwise it is empty (SFT uses the solution). This models a weak teacher: SFT then leaves the policy
+/// choosing the wrong program about r of the time, and only the executor's reward tells them apart.
+/// Problem i depends only on (seed, i). ids "synthetic/code/<i>"; subject: the template's function name
+/// ("add_k"), so that evaluation reports accuracy per kind of task.
+std::vector<Problem> synthetic_code(int64_t n, uint64_t seed, double demo_error_rate = 0);
 
 }  // namespace pulse::datasets

@@ -32,6 +32,7 @@
 #include <random>
 #include <vector>
 
+#include "datasets/mbpp_fewshot.h"
 #include "rl/mbpp_harness.h"
 
 namespace pulse::rl {
@@ -493,7 +494,9 @@ RewardResult grade_mbpp(const std::string& code, const Problem& task, const Sand
   return r;
 }
 
-std::string extract_code(const std::string& response) {
+std::string extract_code(const std::string& full_response) {
+  // The few-shot format (datasets/mbpp_fewshot.h) ends the program at [DONE].
+  const std::string response = full_response.substr(0, full_response.find(datasets::kMbppDoneMarker));
   auto fenced = [&](const std::vector<std::string>& tags) -> std::optional<std::string> {
     size_t pos = 0;
     while ((pos = response.find("```", pos)) != std::string::npos) {

@@ -87,8 +87,9 @@ struct SandboxLimits {
 /// Thread-safe; never throws for bad code.
 RewardResult grade_mbpp(const std::string& code, const Problem& task, const SandboxLimits& limits = {});
 
-/// The program in a model response: the first ```python (or ```py) fenced block, else the first
-/// ``` fenced block, else the whole text.
+/// The program in a model response: the text before the first "[DONE]" (the few-shot format's end
+/// marker, datasets/mbpp_fewshot.h), and of that the first ```python (or ```py) fenced block, else the
+/// first ``` fenced block, else all of it.
 std::string extract_code(const std::string& response);
 
 /// True when bubblewrap + python start and run a trivial program (checked once, cached).

@@ -26,7 +26,8 @@ OptimizerConfig sft_optimizer_defaults() {
 }
 
 std::string sft_target(const Problem& p) {
-  if (p.kind == TaskKind::Code) return "```python\n" + p.solution + "\n```";
+  if (p.kind == TaskKind::Code)
+    return "```python\n" + (p.demonstration.empty() ? p.solution : p.demonstration) + "\n```";
   if (p.solution.empty()) return "\\boxed{" + p.answer + "}";
   if (p.solution.find("\\boxed") == std::string::npos && !p.answer.empty()) {
     return p.solution + " The answer is \\boxed{" + p.answer + "}.";

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "app/config.h"
+#include "app/setup.h"
 #include "tests/test_paths.h"
 
 using pulse::app::Config;
@@ -87,4 +88,31 @@ TEST_CASE("the shipped configs load", "[app][config]") {
     Config c = pulse::app::load_config(pulse::test::source_path(name));
     CHECK(c.run.workers >= 1);
   }
+}
+
+TEST_CASE("data.mbpp_shots: few-shot MBPP prompts stop at [DONE]; data keys refused off their task",
+          "[app][config][data]") {
+  const std::string mbpp = "[data]\ntask = \"mbpp\"\neval_path = \"" +
+                           pulse::test::shared_path("datasets/mbpp.jsonl") + "\"\neval_split = \"test\"\n";
+  Config plain = parse_config(mbpp, "x.toml");
+  CHECK(plain.eval.pass_at_1.sampling.stop_strings.empty());
+  Config c = parse_config(mbpp, "x.toml", {"data.mbpp_shots=3", "eval.max_problems=0"});
+  CHECK(c.data.mbpp_shots == 3);
+  CHECK(c.eval.pass_at_1.sampling.stop_strings == std::vector<std::string>{"[DONE]"});
+  CHECK(c.rl.grpo.sampling.stop_strings == std::vector<std::string>{"[DONE]"});
+  auto sets = pulse::app::load_problems(c);
+  REQUIRE(sets.held_out.size() == 500);
+  for (const auto& p : sets.held_out) {
+    CHECK(p.question.rfind("You are an expert Python programmer", 0) == 0);
+    CHECK(p.question.substr(p.question.size() - 8) == "[BEGIN]\n");
+  }
+  CHECK(error_of(mbpp, {"data.mbpp_shots=4"}).find("data.mbpp_shots") != std::string::npos);
+  CHECK(error_of("[data]\ntask = \"synthetic_code\"\nmbpp_shots = 3\n")
+            .find("key 'data.mbpp_shots' must be 0 unless data.task = mbpp") != std::string::npos);
+  CHECK(error_of("[data]\ntask = \"synthetic_math\"\ndemo_error_rate = 0.5\n")
+            .find("key 'data.demo_error_rate' applies to data.task = \"synthetic_code\" only") !=
+        std::string::npos);
+  CHECK(error_of("[data]\ntask = \"synthetic_code\"\ndemo_error_rate = 1.5\n").find("data.demo_error_rate") !=
+        std::string::npos);
+  CHECK(error_of("[data]\ntask = \"synthetic_code\"\ndemo_error_rate = 0.6\n").empty());
 }

@@ -127,6 +127,25 @@ TEST_CASE("pulse data fetch --from, then pulse eval configs/mbpp-eval.toml: test
   CHECK(j["pass_at_1"] == 0.0);
   CHECK(j["pass_at_k"] == 0.0);
   CHECK(j["by_subject"]["(none)"]["total"] == 12);
+
+  // The few-shot prompt for base models: exemplars 2, 3, 4 before each task, generation stops at [DONE].
+  auto few = pulse_cli({"eval",    source_path("configs/mbpp-eval.toml"),
+                        "--quiet", "--log-json",
+                        "--set",   "model.path=" + shared_path("models/stories260k"),
+                        "--set",   "model.dtype=float32",
+                        "--set",   "tokenizer.path=" + clone.path + "/tok.model",
+                        "--set",   "tokenizer.chat_template=plain",
+                        "--set",   "data.mbpp_shots=3",
+                        "--set",   "eval.max_problems=2",
+                        "--set",   "eval.n_samples=2",
+                        "--set",   "eval.k=1",
+                        "--set",   "eval.max_new_tokens=8"});
+  INFO(few.err);
+  REQUIRE(few.code == 0);
+  const auto fj = nlohmann::json::parse(few.out);
+  CHECK(fj["problems"] == 2);
+  CHECK(fj["infrastructure_errors"] == 0);
+  CHECK(fj["pass_at_1"] == 0.0);
 }
 
 TEST_CASE("configs/qwen2.5-math-grpo.toml takes one GRPO step with stories260k standing in", "[app][data]") {

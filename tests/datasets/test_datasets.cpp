@@ -319,6 +319,8 @@ TEST_CASE("synthetic code: MBPP-format tasks, deterministic", "[datasets][synthe
     CHECK(p.tests.size() == 3);
     CHECK(p.question.find(p.tests[0]) != std::string::npos);
     kinds.insert(p.solution.substr(0, p.solution.find('(')));
+    CHECK(p.solution.rfind("def " + p.subject + "(", 0) == 0);  // subject = the function's name
+    CHECK(p.tests[0].rfind("assert " + p.subject + "(", 0) == 0);
   }
   CHECK(kinds.size() >= 8);
   CHECK(synthetic_code(5, 11)[4].tests == ps[4].tests);

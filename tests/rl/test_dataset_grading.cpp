@@ -2,6 +2,7 @@
 // solutions under the MATH grader, the synthetic code programs in the MBPP sandbox (and broken ones fail).
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,4 +48,38 @@ TEST_CASE("synthetic code: reference programs pass, wrong ones fail", "[datasets
     CHECK(ok[i].score == 1.0);
     CHECK(bad[i].score == 0.0);
   }
+}
+
+TEST_CASE("synthetic code: the weak teacher's demonstrations fail, the tasks stay the same",
+          "[datasets][synthetic][mbpp]") {
+  REQUIRE(sandbox_available());
+  const auto clean = datasets::synthetic_code(120, 11);
+  const auto all_wrong = datasets::synthetic_code(120, 11, 1.0);
+  const auto half = datasets::synthetic_code(2000, 11, 0.5);
+  std::vector<const Problem*> ptrs;
+  std::vector<std::string> demos;
+  std::set<std::string> kinds;
+  for (size_t i = 0; i < clean.size(); ++i) {
+    const Problem& p = all_wrong[i];
+    CHECK(clean[i].demonstration.empty());
+    CHECK(p.question == clean[i].question);  // only the SFT target changes
+    CHECK(p.tests == clean[i].tests);
+    CHECK(p.solution == clean[i].solution);
+    REQUIRE(!p.demonstration.empty());
+    CHECK(p.demonstration != p.solution);
+    ptrs.push_back(&p);
+    demos.push_back(p.demonstration);
+    kinds.insert(p.subject);
+  }
+  CHECK(kinds.size() == 12);  // every template's wrong program is graded
+  auto res = grade_batch(ptrs, demos, 2);
+  for (size_t i = 0; i < ptrs.size(); ++i) {
+    INFO(ptrs[i]->demonstration << ptrs[i]->tests[0] << " -> " << res[i].reason);
+    CHECK(res[i].score == 0.0);
+    CHECK(res[i].reason == "assert_failed");
+  }
+  int64_t wrong = 0;
+  for (const auto& p : half) wrong += !p.demonstration.empty();
+  CHECK(wrong > 900);  // 1000 expected; sd 22
+  CHECK(wrong < 1100);
 }

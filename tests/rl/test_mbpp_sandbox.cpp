@@ -70,6 +70,17 @@ TEST_CASE("extract_code takes the first python fence", "[grader][mbpp]") {
   CHECK(extract_code("def f(): return 1") == "def f(): return 1");
 }
 
+TEST_CASE("extract_code ends the program at the few-shot format's [DONE]", "[grader][mbpp]") {
+  CHECK(extract_code("def f():\n    return 1\n[DONE]\nYou are an expert Python programmer") ==
+        "def f():\n    return 1\n");
+  CHECK(extract_code("```python\nx = 1\n```\n[DONE]\n```python\ny = 2\n```") == "x = 1\n");
+  CHECK(extract_code("[DONE]") == "");
+  // A few-shot response graded end to end: the continuation after [DONE] never runs.
+  REQUIRE(sandbox_available());
+  Problem t = add_one_task();
+  CHECK(grade(t, "def add_one(x):\n    return x + 1\n[DONE]\nraise SystemExit(3)\n").score == 1.0);
+}
+
 TEST_CASE("a correct program passes and wrong ones fail", "[grader][mbpp]") {
   REQUIRE(sandbox_available());
   Problem t = add_one_task();

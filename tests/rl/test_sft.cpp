@@ -26,6 +26,8 @@ TEST_CASE("sft_target formats the reference so the grader accepts it", "[sft]") 
   c.kind = rl::TaskKind::Code;
   c.solution = "def f(x):\n    return x";
   CHECK(rl::sft_target(c) == "```python\ndef f(x):\n    return x\n```");
+  c.demonstration = "def f(x):\n    return -x";  // a weak teacher's program is what SFT imitates
+  CHECK(rl::sft_target(c) == "```python\ndef f(x):\n    return -x\n```");
 }
 
 TEST_CASE("SFT makes a from-scratch tiny model earn reward; rollouts and eval are reproducible",
