@@ -51,7 +51,7 @@ struct DataSection {
   double held_out_fraction = 0.05;      ///< share of the problems kept for Pass@1 (when eval_path is "")
   int64_t seed = 7;                     ///< problem generation and split seed
   std::string eval_split = "all";       ///< mbpp: the held-out file's standard split (datasets/mbpp_split.h)
-  int64_t mbpp_shots = 0;               ///< mbpp: few-shot exemplars before each prompt (datasets/mbpp_fewshot.h)
+  int64_t mbpp_shots = 0;               ///< mbpp: few-shot exemplars per prompt (datasets/mbpp_fewshot.h)
 };
 
 /// SFT warm start: the loop (rl/sft.h) and its own optimizer (AdamW, cosine to min_lr_ratio after warmup).
