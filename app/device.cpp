@@ -15,8 +15,9 @@ std::string cuda_unavailable_reason() {
   // libc10_cuda registers the CUDA device guard when it is loaded: without it this LibTorch is a CPU build
   // (Debian's libtorch 1.13) or its CUDA libraries were not linked in.
   if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA))
-    return "this LibTorch was built without CUDA (a CPU-only build such as Debian's libtorch; build "
-           "against a CUDA LibTorch, e.g. pip torch's torch.utils.cmake_prefix_path)";
+    return "this LibTorch was built without CUDA (a CPU-only build such as Debian's libtorch, or "
+           "libtorch_cuda.so was not linked in; build against a CUDA LibTorch, e.g. pip torch's "
+           "torch.utils.cmake_prefix_path)";
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   return std::string("no CUDA device is visible (torch::cuda::device_count() = 0") +
          (visible ? std::string(", CUDA_VISIBLE_DEVICES='") + visible + "'" : std::string()) +

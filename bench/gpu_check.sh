@@ -28,6 +28,8 @@
 #   grpo_cpu  the same run with run.device=cpu, for the step-time comparison (when >= 90 s are left)
 #             PULSE_GPU_CHECK_GRPO_PULSE (default build-gpu/pulse) and PULSE_GPU_CHECK_GRPO_DEVICE (default
 #             cuda) let a machine without a GPU try this path: =build/pulse and =cpu
+#   device_tests  when >= 200 s are left: build test_rl and test_app in build-gpu and run their GPU tests
+#             (test_rl "[gpu]": GRPO, MasterAdam on CUDA; test_app "[device]": a tiny run on cuda + resume)
 # Without a GPU it says so in the JSON ("gpu": false, with the reason) and exits 0 after the steps that
 # need none (environment, the prebuilt tests, which then skip with a message).
 set -uo pipefail
@@ -208,6 +210,17 @@ else
   skip grpo "$grpo_pulse was not built"
   skip grpo_verify "no GPU run"
   skip grpo_cpu "no GPU run to compare with"
+fi
+
+# ---- device_tests: the GPU tests of test_rl and test_app, when the budget allows -----------------------
+if [ -x build-gpu/pulse ] && $gpu && [ "$(left)" -ge 200 ]; then
+  if step build_device_tests 140 cmake --build build-gpu -j"$(nproc)" --target test_rl test_app; then
+    step device_tests 60 bash -c 'build-gpu/test_rl "[gpu]" && build-gpu/test_app "[device]"'
+  else
+    skip device_tests "test_rl / test_app did not build in time"
+  fi
+else
+  skip device_tests "no built pulse, no GPU, or less than 200 s of the time budget left"
 fi
 
 # ---- one JSON file ---------------------------------------------------------------------------------------
