@@ -153,13 +153,17 @@ uint64_t diff_emit16_avx512_hashing(const uint8_t* a, const uint8_t* b, uint64_t
   return diff_emit16_avx512<kDelta, false, false>(a, b, start, count, c, hash);
 }
 
-// 64 elements per step as in the AVX-512 kernel, in eight sub-groups of 8: each sub-group's 8-bit change
-// mask indexes one 32-byte table entry (kernels/byte_tables.h Emit8): the pshufb control that splits and
-// packs its changed lanes' lo and hi bytes (one shuffle for both planes), its in-sub-group gaps and its
-// change count; the first gap of a sub-group is corrected by the distance to the previous change of the group
-// (shift + lzcnt, no branch). Every sub-group stores 8 bytes per stream at one shared offset and
-// advances it by the count, so no branch depends on the data past "group has a change". XXH3 stripes are
-// accumulated from the loaded registers (libxxhash's AVX2 code path).
+// 64 elements per group as in the AVX-512 kernel, in tiles of 8 groups (512 elements, 2 KiB per side):
+// a vector pass over the tile compares the sides (one 64-bit change mask per group, kept in a small array)
+// and accumulates XXH3 from the loaded registers (libxxhash's AVX2 code path); a scalar pass then emits
+// the tile's changes from the masks, reading the values again from L1 (in delta mode from the zigzag
+// the vector pass stored). Split so, neither pass spills the other's registers (the fused loop kept the
+// hash accumulators and the stream pointers on the stack). A group of <= 8 changes (97% of them at 7%
+// density) is emitted change by change (tzcnt / blsr: gap head byte, value bytes into the two planes) in
+// unconditional slots; a bigger one by eight table-driven sub-group compresses: each 8-element sub-group's
+// 8-bit change mask indexes one 32-byte table entry (kernels/byte_tables.h Emit8), the pshufb control that
+// splits and packs its changed lanes' lo and hi bytes, its in-sub-group gaps and its change count. Either
+// way only the group's first gap depends on the previous group.
 #define PULSE_AVX2_TARGET __attribute__((target("avx2,bmi,bmi2,lzcnt,popcnt")))
 /// What PULSE_AVX2_TARGET assumes of the CPU.
 constexpr CpuFeatures kNeedsAvx2 = kCpuAvx2 | kCpuBmi | kCpuBmi2 | kCpuLzcnt | kCpuPopcnt;
@@ -215,9 +219,58 @@ PULSE_AVX2_TARGET __attribute__((always_inline)) inline void emit_sub8(__m128i p
   o += load_le<uint64_t>(e + 24);  // count, then 7 zero bytes: an add from memory
 }
 
+/// Emits changes J0 .. J1 - 1 of a group change by change, one slot each, unconditionally (slots past the
+/// group's count write bytes the next group overwrites; their tzcnt is 64, so `src` needs 130 readable
+/// bytes). `src`: the group's 64 stored values (2 bytes each, little-endian); `m`: the group's change mask
+/// with its lowest J0 bits cleared, `p`: the lane of change J0 - 1 (both advanced); h, lo, hi: the
+/// streams at the group's first change. Change 0's head byte is left for the caller (its gap reaches
+/// into earlier groups).
+template <int J0, int J1>
+PULSE_AVX2_TARGET __attribute__((always_inline)) inline void emit_slots(uint64_t& m, uint64_t& p,
+                                                                        const uint8_t* src, uint8_t* h,
+                                                                        uint8_t* lo, uint8_t* hi) {
+#pragma GCC unroll 8
+  for (int j = J0; j < J1; ++j) {
+    const uint64_t q = _tzcnt_u64(m);
+    const uint16_t v = load_le<uint16_t>(src + 2 * q);
+    lo[j] = static_cast<uint8_t>(v);
+    hi[j] = static_cast<uint8_t>(v >> 8);
+    if (j > 0) h[j] = static_cast<uint8_t>(q - p - 1);
+    p = q;
+    m = _blsr_u64(m);
+  }
+}
+
+/// Emits the changes of one group (change mask m != 0; `src` as for emit_slots) at offset `o` of the
+/// streams and advances `o` by their count; its first head byte is left for the caller. Up to 8 changes
+/// go through emit_slots: kFirst slots unconditionally, the rest of the 8 behind a branch on the count
+/// (8 where changes are dense, 4 elsewhere: at 1% density a group has 1-2 changes); more through the table.
+template <int kFirst>
+PULSE_AVX2_TARGET __attribute__((always_inline)) inline void emit_group(uint64_t m, const uint8_t* src,
+                                                                        uint8_t* h, uint8_t* lo, uint8_t* hi,
+                                                                        uint64_t& o) {
+  const uint64_t k = static_cast<uint64_t>(_mm_popcnt_u64(m));
+  if (k <= 8) {
+    uint64_t p = 0;
+    emit_slots<0, kFirst>(m, p, src, h + o, lo + o, hi + o);
+    if (kFirst < 8 && k > kFirst) emit_slots<kFirst, 8>(m, p, src, h + o, lo + o, hi + o);
+    o += k;
+    return;
+  }
+  emit_sub8<0>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), m, h, lo, hi, o);
+  emit_sub8<1>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), m, h, lo, hi, o);
+  emit_sub8<2>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32)), m, h, lo, hi, o);
+  emit_sub8<3>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48)), m, h, lo, hi, o);
+  emit_sub8<4>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 64)), m, h, lo, hi, o);
+  emit_sub8<5>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 80)), m, h, lo, hi, o);
+  emit_sub8<6>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 96)), m, h, lo, hi, o);
+  emit_sub8<7>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 112)), m, h, lo, hi, o);
+}
+
 template <bool kDelta, bool kHashA, bool kHashB>
 PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, uint64_t start,
                                             uint64_t count, Emit16Cursor& c, Emit16Hash* hash) {
+  constexpr uint64_t kTile = 8;  // groups per tile (4 and 16 measured no faster)
   uint8_t *const h = c.head, *const lo = c.lo, *const hi = c.hi, *t = c.tail;
   uint64_t next = c.next, o = 0;  // o: bytes written to head, lo and hi (= changes)
   __m256i acc_a0 = _mm256_setzero_si256(), acc_a1 = acc_a0, acc_b0 = acc_a0, acc_b1 = acc_a0;
@@ -231,92 +284,95 @@ PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, 
     acc_b0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hash->target->acc));
     acc_b1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hash->target->acc + 4));
   }
-  alignas(32) uint8_t rest_a[128], rest_b[128];  // the last partial group, zero padded
-  bool dense = false;                            // the previous 4096 elements held >= 128 changes
-  uint64_t o_mark = 0;                           // o at the start of the current 4096 elements
-  for (uint64_t i = 0; i < count; i += 64) {
-    const uint8_t* pa = a + 2 * i;
-    const uint8_t* pb = b + 2 * i;
-    if (i % 4096 == 0) {
+  // The call's last group (count - i <= 64), zero padded; 2 bytes past 128 for emit_slots.
+  alignas(32) uint8_t rest_a[160], rest_b[160];
+  alignas(32) uint8_t zz[kTile * 128 + 32];  // delta mode: the tile's zigzag values
+  uint64_t masks[kTile];
+  bool dense = false;   // the previous 4096 elements held >= 128 changes
+  uint64_t o_mark = 0;  // o at the start of the current 4096 elements
+  for (uint64_t i0 = 0; i0 < count; i0 += 64 * kTile) {
+    const uint64_t groups = count - i0 >= 64 * kTile ? kTile : (count - i0 + 63) / 64;
+    uint64_t any = 0;
+    for (uint64_t g = 0; g < groups; ++g) {  // compare and hash
+      const uint64_t i = i0 + 64 * g;
+      const uint8_t* pa = a + 2 * i;
+      const uint8_t* pb = b + 2 * i;
+      if (count - i <= 64) {  // lanes past the end read as equal zeros
+        std::memset(rest_a, 0, sizeof rest_a);
+        std::memset(rest_b, 0, sizeof rest_b);
+        std::memcpy(rest_a, pa, 2 * (count - i));
+        std::memcpy(rest_b, pb, 2 * (count - i));
+        pa = rest_a;
+        pb = rest_b;
+      }
+      __m256i va[4], vb[4];
+      for (int q = 0; q < 4; ++q) {
+        va[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 32 * q));
+        vb[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * q));
+      }
+      if (kHashA || kHashB) {
+        // Stripes s, s + 1 of a 1024-byte XXH3 block (the kernel starts at a multiple of 64 elements).
+        const uint64_t off = 2 * (start + i);
+        if (off + 128 <= hash_end) {
+          const uint64_t s = (off >> 6) & 15;
+          const uint8_t* k0 = secret + 8 * s;
+          const uint8_t* k1 = secret + 8 * s + 8;
+          if (kHashA) {
+            acc_a0 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_a0, va[0], k0), va[2], k1);
+            acc_a1 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_a1, va[1], k0 + 32), va[3], k1 + 32);
+          }
+          if (kHashB) {
+            acc_b0 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_b0, vb[0], k0), vb[2], k1);
+            acc_b1 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_b1, vb[1], k0 + 32), vb[3], k1 + 32);
+          }
+          if (s == 14) {
+            if (kHashA) {
+              acc_a0 = xxh3_scramble_avx2(acc_a0, secret + 128);
+              acc_a1 = xxh3_scramble_avx2(acc_a1, secret + 160);
+            }
+            if (kHashB) {
+              acc_b0 = xxh3_scramble_avx2(acc_b0, secret + 128);
+              acc_b1 = xxh3_scramble_avx2(acc_b1, secret + 160);
+            }
+          }
+        }
+      }
+      const uint64_t m = ~(static_cast<uint64_t>(eq_mask32(va[0], va[1], vb[0], vb[1])) |
+                           static_cast<uint64_t>(eq_mask32(va[2], va[3], vb[2], vb[3])) << 32);
+      masks[g] = m;
+      any |= m;
+      if (kDelta)
+        for (int q = 0; q < 4; ++q) {
+          const __m256i d = _mm256_sub_epi16(vb[q], va[q]);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(zz + 128 * g + 32 * q),
+                             _mm256_xor_si256(_mm256_slli_epi16(d, 1), _mm256_srai_epi16(d, 15)));
+        }
+    }
+    if (i0 % 4096 == 0) {
       dense = o - o_mark >= 128;
       o_mark = o;
     }
-    if (count - i < 64) {  // lanes past the end read as equal zeros
-      std::memset(rest_a, 0, sizeof rest_a);
-      std::memset(rest_b, 0, sizeof rest_b);
-      std::memcpy(rest_a, pa, 2 * (count - i));
-      std::memcpy(rest_b, pb, 2 * (count - i));
-      pa = rest_a;
-      pb = rest_b;
+    if (any == 0) continue;
+    for (uint64_t g = 0; g < groups; ++g) {  // emit
+      const uint64_t m = masks[g];
+      if (m == 0) continue;
+      const uint64_t i = i0 + 64 * g;
+      const uint8_t* src = kDelta ? zz + 128 * g : count - i <= 64 ? rest_b : b + 2 * i;
+      const uint64_t o0 = o;
+      if (dense)
+        emit_group<8>(m, src, h, lo, hi, o);
+      else
+        emit_group<4>(m, src, h, lo, hi, o);
+      // The group's first gap writes its first head byte. Where changes are dense (the previous 4096
+      // elements held >= 128: over 3%), nearly every such gap is < 128 and a branch on it predicts
+      // well; at lower densities a third of them have tails, at random, and put_gap has no branch.
+      const uint64_t gap = start + i + static_cast<uint64_t>(_tzcnt_u64(m)) - next;
+      if (dense && gap < 128)
+        h[o0] = static_cast<uint8_t>(gap);
+      else
+        t = put_gap(h + o0, t, gap);
+      next = start + i + 64 - static_cast<uint64_t>(_lzcnt_u64(m));
     }
-    __m256i va[4], vb[4];
-    for (int q = 0; q < 4; ++q) {
-      va[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 32 * q));
-      vb[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * q));
-    }
-    if (kHashA || kHashB) {
-      // Stripes s, s + 1 of a 1024-byte XXH3 block (the kernel starts at a multiple of 64 elements).
-      const uint64_t off = 2 * (start + i);
-      if (off + 128 <= hash_end) {
-        const uint64_t s = (off >> 6) & 15;
-        const uint8_t* k0 = secret + 8 * s;
-        const uint8_t* k1 = secret + 8 * s + 8;
-        if (kHashA) {
-          acc_a0 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_a0, va[0], k0), va[2], k1);
-          acc_a1 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_a1, va[1], k0 + 32), va[3], k1 + 32);
-        }
-        if (kHashB) {
-          acc_b0 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_b0, vb[0], k0), vb[2], k1);
-          acc_b1 = xxh3_accumulate_avx2(xxh3_accumulate_avx2(acc_b1, vb[1], k0 + 32), vb[3], k1 + 32);
-        }
-        if (s == 14) {
-          if (kHashA) {
-            acc_a0 = xxh3_scramble_avx2(acc_a0, secret + 128);
-            acc_a1 = xxh3_scramble_avx2(acc_a1, secret + 160);
-          }
-          if (kHashB) {
-            acc_b0 = xxh3_scramble_avx2(acc_b0, secret + 128);
-            acc_b1 = xxh3_scramble_avx2(acc_b1, secret + 160);
-          }
-        }
-      }
-    }
-    const uint64_t m = ~(static_cast<uint64_t>(eq_mask32(va[0], va[1], vb[0], vb[1])) |
-                         static_cast<uint64_t>(eq_mask32(va[2], va[3], vb[2], vb[3])) << 32);
-    if (m == 0) continue;
-    const uint64_t o0 = o;
-    // The sub-groups' 8 elements as they lie in memory (the table's controls split the planes). The odd
-    // ones' upper 128-bit halves: in absolute mode loaded again from L1 (a load port, where an extract
-    // would take a shuffle port, the kernel's busiest), in delta mode extracted from the zigzag.
-    __m128i sub[8];
-    for (int q = 0; q < 4; ++q) {
-      if (kDelta) {
-        const __m256i d = _mm256_sub_epi16(vb[q], va[q]);
-        const __m256i z = _mm256_xor_si256(_mm256_slli_epi16(d, 1), _mm256_srai_epi16(d, 15));
-        sub[2 * q] = _mm256_castsi256_si128(z);
-        sub[2 * q + 1] = _mm256_extracti128_si256(z, 1);
-      } else {
-        sub[2 * q] = _mm256_castsi256_si128(vb[q]);
-        sub[2 * q + 1] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 32 * q + 16));
-      }
-    }
-    emit_sub8<0>(sub[0], m, h, lo, hi, o);
-    emit_sub8<1>(sub[1], m, h, lo, hi, o);
-    emit_sub8<2>(sub[2], m, h, lo, hi, o);
-    emit_sub8<3>(sub[3], m, h, lo, hi, o);
-    emit_sub8<4>(sub[4], m, h, lo, hi, o);
-    emit_sub8<5>(sub[5], m, h, lo, hi, o);
-    emit_sub8<6>(sub[6], m, h, lo, hi, o);
-    emit_sub8<7>(sub[7], m, h, lo, hi, o);
-    // The group's first gap overwrites its first head byte. Where changes are dense (the previous 4096
-    // elements held >= 128: over 3%), nearly every such gap is < 128 and a branch on it predicts well;
-    // at lower densities a third of them have tails, at random, and put_gap has no branch.
-    const uint64_t gap = start + i + static_cast<uint64_t>(_tzcnt_u64(m)) - next;
-    if (dense && gap < 128)
-      h[o0] = static_cast<uint8_t>(gap);
-    else
-      t = put_gap(h + o0, t, gap);
-    next = start + i + 64 - static_cast<uint64_t>(_lzcnt_u64(m));
   }
   c.head = h + o, c.tail = t, c.lo = lo + o, c.hi = hi + o, c.next = next;
   if (kHashA) {

@@ -8,8 +8,10 @@
 // assumes them; diff_emit16_force overrides, as loco_gate_force does for kernels/loco_gate.h):
 //   "avx512"   AVX-512 BW + VL + VBMI + VBMI2 (+ BMI1/2, LZCNT, POPCNT): 64 elements per step without
 //              data-dependent branches: vpcompressb packs the changed lanes' value bytes and in-group gaps;
-//   "avx2"     AVX2 + BMI1/2 + LZCNT + POPCNT: the same 64-element step in eight 8-lane sub-groups, each
-//              packed by a pshufb control indexed by its 8-bit change mask (kernels/byte_tables.h);
+//   "avx2"     AVX2 + BMI1/2 + LZCNT + POPCNT: 64-element change masks for a tile of 8 groups (vector
+//              pass, with the hashes), then the tile's changes emitted from the masks: change by change
+//              (tzcnt / blsr, unconditional slots) in groups of <= 8 changes, else in eight 8-lane
+//              sub-groups, each packed by a pshufb control indexed by its 8-bit mask (kernels/byte_tables.h);
 //   "portable" the scalar reference (64-bit word compares, a loop over set bits) on every CPU.
 // In both SIMD kernels only the first change of a group needs its gap from the previous group, and XXH3
 // of both sides is accumulated from the registers the scan loaded. Every variant writes the same bytes.

@@ -163,6 +163,44 @@ TEST_CASE("diff_emit16: long gaps right after dense runs equal the element-wise 
     }
 }
 
+TEST_CASE("diff_emit16: groups of every change count, sparse and dense, equal the element-wise streams",
+          "[sync][emit16]") {
+  // The AVX2 kernel emits a 64-element group of <= 8 changes change by change (8 slots where the
+  // previous 4096 elements were dense, else 4 + 4) and bigger ones through the sub-group table: every
+  // count 0..64, at random lanes, after a sparse and after a dense stretch, in tiles cut by the calls.
+  std::mt19937_64 rng(11);
+  std::vector<uint16_t> a, b;
+  for (int stretch = 0; stretch < 2; ++stretch) {
+    for (int i = 0; i < 8192; ++i) {  // sparse (1%), then dense (~20%)
+      a.push_back(static_cast<uint16_t>(rng()));
+      b.push_back(rng() % 100 < (stretch ? 20 : 1) ? static_cast<uint16_t>(a.back() - 1) : a.back());
+    }
+    for (int k = 0; k <= 64; ++k)
+      for (int rep = 0; rep < 3; ++rep) {
+        std::vector<int> lanes(64);
+        for (int l = 0; l < 64; ++l) lanes[l] = l;
+        std::shuffle(lanes.begin(), lanes.end(), rng);
+        std::vector<bool> changed(64, false);
+        for (int l = 0; l < k; ++l) changed[lanes[l]] = true;
+        for (int l = 0; l < 64; ++l) {
+          a.push_back(static_cast<uint16_t>(rng()));
+          b.push_back(changed[l] ? static_cast<uint16_t>(a.back() ^ (1 + rng() % 0xffff)) : a.back());
+        }
+      }
+  }
+  REQUIRE(a.size() % 64 == 0);  // the group boundaries above are the kernels' (calls start at 0 mod 64)
+  for (bool delta : {false, true})
+    for (uint64_t step : {32768ull, 4096ull, 576ull, 64ull}) {
+      INFO("delta " << delta << " step " << step);
+      const Streams want = reference(a, b, delta);
+      check_same(run(true, a, b, delta, step), want);
+      for (const char* isa : emit_isas()) {
+        INFO("variant " << isa);
+        EmitIsa use(isa);
+        check_same(run(false, a, b, delta, step), want);
+      }
+    }
+}
 TEST_CASE("diff_emit16: huge gaps get full LEB128 tails", "[sync][emit16]") {
   // One change at element 5 of a block that starts `start` elements into the tensor, nothing before it:
   // gap = start + 5. The kernel writes tails of up to 3 bytes without a branch; longer ones take the
