@@ -106,16 +106,19 @@ TEST_CASE("pulse data fetch --from, then pulse eval configs/mbpp-eval.toml: test
   for (const auto& p : pulse::datasets::load_mbpp_jsonl("datasets/data/mbpp.jsonl"))
     lines.push_back(p.question);
   pulse::model::train_sentencepiece_bpe(lines, 512, clone.path + "/tok.model", 1);
-  auto r = pulse_cli({"eval",    source_path("configs/mbpp-eval.toml"),
-                      "--quiet", "--log-json",
-                      "--set",   "model.path=" + shared_path("models/stories260k"),
-                      "--set",   "model.dtype=float32",
-                      "--set",   "tokenizer.path=" + clone.path + "/tok.model",
-                      "--set",   "tokenizer.chat_template=plain",
-                      "--set",   "eval.max_problems=3",
-                      "--set",   "eval.n_samples=4",
-                      "--set",   "eval.k=2",
-                      "--set",   "eval.max_new_tokens=8"});
+  // configs/mbpp-eval.toml on stories260K with the stand-in tokenizer, plus `sets` (key=value).
+  auto eval_mbpp = [&](const std::vector<std::string>& sets) {
+    std::vector<std::string> args = {"eval",    source_path("configs/mbpp-eval.toml"),
+                                     "--quiet", "--log-json",
+                                     "--set",   "model.path=" + shared_path("models/stories260k"),
+                                     "--set",   "model.dtype=float32",
+                                     "--set",   "tokenizer.path=" + clone.path + "/tok.model",
+                                     "--set",   "tokenizer.chat_template=plain",
+                                     "--set",   "eval.max_new_tokens=8"};
+    for (const auto& kv : sets) args.insert(args.end(), {"--set", kv});
+    return pulse_cli(args);
+  };
+  auto r = eval_mbpp({"eval.max_problems=3", "eval.n_samples=4", "eval.k=2"});
   INFO(r.err);
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.out);
@@ -129,17 +132,7 @@ TEST_CASE("pulse data fetch --from, then pulse eval configs/mbpp-eval.toml: test
   CHECK(j["by_subject"]["(none)"]["total"] == 12);
 
   // The few-shot prompt for base models: exemplars 2, 3, 4 before each task, generation stops at [DONE].
-  auto few = pulse_cli({"eval",    source_path("configs/mbpp-eval.toml"),
-                        "--quiet", "--log-json",
-                        "--set",   "model.path=" + shared_path("models/stories260k"),
-                        "--set",   "model.dtype=float32",
-                        "--set",   "tokenizer.path=" + clone.path + "/tok.model",
-                        "--set",   "tokenizer.chat_template=plain",
-                        "--set",   "data.mbpp_shots=3",
-                        "--set",   "eval.max_problems=2",
-                        "--set",   "eval.n_samples=2",
-                        "--set",   "eval.k=1",
-                        "--set",   "eval.max_new_tokens=8"});
+  auto few = eval_mbpp({"data.mbpp_shots=3", "eval.max_problems=2", "eval.n_samples=2", "eval.k=1"});
   INFO(few.err);
   REQUIRE(few.code == 0);
   const auto fj = nlohmann::json::parse(few.out);

@@ -7,6 +7,7 @@
 #include "model/transformer.h"
 #include "rl/grpo.h"
 #include "rl/optimizer.h"
+#include "tests/rl/toy_grpo_task.h"
 
 using namespace pulse;
 
@@ -139,56 +140,9 @@ TEST_CASE("clipped surrogate equals hand-computed values for each aggregation", 
   }
 }
 
-namespace {
-
-model::ModelConfig toy_config() {
-  model::ModelConfig c;
-  c.vocab_size = 16;
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 64;
-  c.bos_token_id = 1;
-  c.eos_token_id = 2;
-  return c;
-}
-
-constexpr int32_t kTarget = 7;
-
-/// G samples for each prompt token; reward 1 when the first sampled token is kTarget.
-std::vector<rl::Rollout> toy_rollouts(model::TransformerImpl& m, int64_t G, uint64_t seed) {
-  const std::vector<int32_t> prompt_tokens = {3, 4, 5, 6};
-  std::vector<model::GenerationRequest> reqs;
-  for (size_t p = 0; p < prompt_tokens.size(); ++p)
-    for (int64_t g = 0; g < G; ++g) reqs.push_back({{1, prompt_tokens[p]}, seed * 1000003 + p * 101 + g});
-  model::SamplingParams sp;
-  sp.max_new_tokens = 3;
-  sp.temperature = 1.0;
-  sp.stop_token_ids = {2};
-  auto res = model::generate(m, reqs, sp);
-  std::vector<rl::Rollout> out(reqs.size());
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    out[i].group = static_cast<int64_t>(i / G);
-    out[i].problem_index = out[i].group;
-    out[i].prompt_ids = reqs[i].prompt_ids;
-    out[i].response_ids = res[i].token_ids;
-    out[i].sampler_logprobs = res[i].logprobs;
-    out[i].truncated = res[i].finish == model::FinishReason::Length;
-    out[i].reward = res[i].token_ids.at(0) == kTarget ? 1.0 : 0.0;
-  }
-  return out;
-}
-
-double mean_reward(const std::vector<rl::Rollout>& r) {
-  double s = 0;
-  for (const auto& x : r) s += x.reward;
-  return s / static_cast<double>(r.size());
-}
-
-}  // namespace
+using test::mean_reward;
+using test::toy_config;
+using test::toy_rollouts;
 
 TEST_CASE("a short GRPO run on a toy task raises the mean reward", "[grpo][toy]") {
   torch::manual_seed(1234);
