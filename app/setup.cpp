@@ -73,8 +73,14 @@ ProblemSets load_problems(const Config& config) {
     sets.held_out = std::move(split.held_out);
   }
   if (d.task == "mbpp" && d.mbpp_shots > 0) {
-    for (auto* set : {&sets.train, &sets.held_out})
-      datasets::apply_mbpp_fewshot(*set, exemplars, static_cast<int>(d.mbpp_shots), exemplar_file);
+    for (auto* set : {&sets.train, &sets.held_out}) {
+      const size_t removed =
+          datasets::apply_mbpp_fewshot(*set, exemplars, static_cast<int>(d.mbpp_shots), exemplar_file);
+      if (removed > 0)
+        spdlog::info(
+            "data: {} few-shot exemplar task(s) left out of the {} problems (their answer is in the prompt)",
+            removed, set == &sets.train ? "train" : "held-out");
+    }
   }
   if (config.eval.max_problems > 0 && static_cast<int64_t>(sets.held_out.size()) > config.eval.max_problems)
     sets.held_out.resize(static_cast<size_t>(config.eval.max_problems));

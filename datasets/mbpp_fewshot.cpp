@@ -1,6 +1,7 @@
 // The few-shot MBPP prompt (mbpp_fewshot.h).
 #include "datasets/mbpp_fewshot.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace pulse::datasets {
@@ -10,14 +11,15 @@ constexpr const char* kHeader = "You are an expert Python programmer, and here i
 
 }  // namespace
 
-void apply_mbpp_fewshot(std::vector<Problem>& problems, const std::vector<Problem>& source, int shots,
-                        const std::string& source_name) {
+size_t apply_mbpp_fewshot(std::vector<Problem>& problems, const std::vector<Problem>& source, int shots,
+                          const std::string& source_name) {
   constexpr int kMax = static_cast<int>(std::size(kMbppShotTaskIds));
   if (shots < 0 || shots > kMax)
     throw std::invalid_argument("data.mbpp_shots must be 0.." + std::to_string(kMax) + " (got " +
                                 std::to_string(shots) + ")");
-  if (shots == 0) return;
+  if (shots == 0) return 0;
   std::string prefix;
+  std::vector<std::string> shot_ids;
   for (int s = 0; s < shots; ++s) {
     const std::string id = "mbpp/" + std::to_string(kMbppShotTaskIds[s]);
     const Problem* shot = nullptr;
@@ -33,8 +35,16 @@ void apply_mbpp_fewshot(std::vector<Problem>& problems, const std::vector<Proble
       if (c != '\r') code += c;
     while (!code.empty() && code.back() == '\n') code.pop_back();
     prefix += kHeader + shot->question + "[BEGIN]\n" + code + "\n" + kMbppDoneMarker + "\n";
+    shot_ids.push_back(id);
   }
+  const size_t before = problems.size();
+  problems.erase(std::remove_if(problems.begin(), problems.end(),
+                                [&](const Problem& p) {
+                                  return std::find(shot_ids.begin(), shot_ids.end(), p.id) != shot_ids.end();
+                                }),
+                 problems.end());
   for (auto& p : problems) p.question = prefix + kHeader + p.question + "[BEGIN]\n";
+  return before - problems.size();
 }
 
 }  // namespace pulse::datasets

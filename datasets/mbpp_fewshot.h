@@ -21,10 +21,12 @@ inline constexpr int kMbppShotTaskIds[] = {2, 3, 4};
 
 /// Rewrites each problem's question (an mbpp_prompt, loaders.h) into the few-shot prompt with the first
 /// `shots` (0..3) exemplars of kMbppShotTaskIds, taken from `source` (problems with ids "mbpp/<task_id>"
-/// and their reference code, load_mbpp_jsonl). shots 0 leaves the problems as they are. Throws
+/// and their reference code, load_mbpp_jsonl), and removes the exemplars themselves from `problems` (their
+/// answer is in the prompt; only eval_split all or prompt holds them). Returns how many were removed.
+/// shots 0 leaves the problems as they are. Throws
 /// std::invalid_argument "<source_name>: data.mbpp_shots = N needs MBPP task_id T (the prompt split) for
 /// its exemplars" when an exemplar is missing, and for shots outside 0..3. Thread-compatible.
-void apply_mbpp_fewshot(std::vector<Problem>& problems, const std::vector<Problem>& source, int shots,
-                        const std::string& source_name);
+size_t apply_mbpp_fewshot(std::vector<Problem>& problems, const std::vector<Problem>& source, int shots,
+                          const std::string& source_name);
 
 }  // namespace pulse::datasets

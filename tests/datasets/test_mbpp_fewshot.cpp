@@ -54,8 +54,14 @@ TEST_CASE("MBPP few-shot prompt: exemplars 2, 3, 4 in the [BEGIN]/[DONE] format"
   apply_mbpp_fewshot(one, file, 1, path);
   CHECK(count(one.front().question, "[DONE]\n") == 1);
   std::vector<Problem> none = mbpp_split(file, "test");
-  apply_mbpp_fewshot(none, file, 0, path);
+  CHECK(apply_mbpp_fewshot(none, file, 0, path) == 0);
   CHECK(none.front().question == bare);
+  // The prompt split holds the exemplars: they are left out (their answers are in the prompt).
+  std::vector<Problem> prompt_split = mbpp_split(file, "prompt");
+  REQUIRE(prompt_split.size() == 10);
+  CHECK(apply_mbpp_fewshot(prompt_split, file, 3, path) == 3);
+  REQUIRE(prompt_split.size() == 7);
+  for (const auto& p : prompt_split) CHECK((p.id != "mbpp/2" && p.id != "mbpp/3" && p.id != "mbpp/4"));
 }
 
 TEST_CASE("MBPP few-shot prompt: a file without the exemplars is refused by name", "[datasets][mbpp]") {
