@@ -165,7 +165,23 @@ uint64_t Publisher::publish_global(uint64_t round, const std::vector<sync::Tenso
 PublishStats Publisher::publish(uint64_t version, const std::vector<sync::TensorView>& weights) {
   auto t0 = std::chrono::steady_clock::now();
   require_finite_weights(weights, "publish version " + std::to_string(version));
-  sync::Blob blob = store_->publish(version, weights);
+  return published(version, store_->publish(version, weights), t0);
+}
+
+PublishStats Publisher::publish_encoded(
+    uint64_t version, const std::function<std::vector<uint8_t>(const sync::PatchOptions&)>& encode) {
+  auto t0 = std::chrono::steady_clock::now();
+  const std::string what = "publish version " + std::to_string(version);
+  return published(version,
+                   store_->publish_encoded(version, encode,
+                                           [&](const std::vector<sync::TensorView>& weights) {
+                                             require_finite_weights(weights, what);
+                                           }),
+                   t0);
+}
+
+PublishStats Publisher::published(uint64_t version, const sync::Blob& blob,
+                                  std::chrono::steady_clock::time_point t0) {
   if (fs_) {
     fs_->publish(version - 1, version, *blob);
     const uint64_t every = config_.sync.retention.anchor_every;

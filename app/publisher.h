@@ -1,6 +1,7 @@
 // The trainer's PULSESync side: the version store (patches + anchors), the HTTP patch server and, with
 // transport.kind = fs, the shared-folder publisher. One publish() per weights version.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -61,6 +62,13 @@ class Publisher {
   /// is NaN/Inf (nothing is published then).
   PublishStats publish(uint64_t version, const std::vector<sync::TensorView>& weights);
 
+  /// publish() of weights that live elsewhere (a GPU): `encode` builds the patch from the previous version
+  /// with the options it is given (sync::VersionStore::publish_encoded), the store applies it to its host
+  /// copy, refuses NaN/Inf there, and the patch is stored and served as publish() would. Throws what
+  /// VersionStore::publish_encoded throws; nothing is published then.
+  PublishStats publish_encoded(uint64_t version,
+                               const std::function<std::vector<uint8_t>(const sync::PatchOptions&)>& encode);
+
   /// Multi-trainer runs, rank 0: a second stream holding only the global weights after each outer round
   /// (version = rounds done), served on its own port for evaluation and external inference workers. The
   /// patch of a round is a fresh BF16 diff between consecutive global weights. Returns that patch's size.
@@ -79,6 +87,8 @@ class Publisher {
   void stop();
 
  private:
+  /// The fs folder, retention and the stats of a version the store has just taken.
+  PublishStats published(uint64_t version, const sync::Blob& blob, std::chrono::steady_clock::time_point t0);
   const Config& config_;
   std::unique_ptr<sync::VersionStore> store_;
   std::unique_ptr<sync::FsPublisher> fs_;

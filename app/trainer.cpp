@@ -21,6 +21,7 @@
 #include "app/checkpoints.h"
 #include "app/device.h"
 #include "app/fleet.h"
+#include "app/gpu_patch_encoder.h"
 #include "app/progress.h"
 #include "app/publisher.h"
 #include "app/report.h"
@@ -358,6 +359,12 @@ void Trainer::start_workers() {
   dense_bytes_ = 0;
   for (const auto& v : views) dense_bytes_ += v.nbytes;
   publisher_->publish_first(version_, views);
+  std::string why_host;
+  gpu_encoder_ = GpuPatchEncoder::create(device_, *adam_, &why_host);
+  if (gpu_encoder_)
+    spdlog::info("PULSESync patches are encoded on {} (sync/gpu_encode.h)", device_.str());
+  else if (device_.is_cuda())
+    spdlog::info("PULSESync patches are encoded on the CPU from host copies: {}", why_host);
   if (outer_ && group_->rank() == 0) {  // at a round boundary the local weights are the global ones
     publisher_->publish_global(outer_->rounds_done(), views);
     spdlog::info("global weights (one version per outer round) served at {}", publisher_->global_url());
@@ -396,7 +403,10 @@ StepRecord Trainer::step(int64_t s) {
   StepRecord r = train_on(s, cur);
   // Publish the next version: the patch holds the BF16 elements that changed.
   version_ += 1;
-  PublishStats ps = publisher_->publish(version_, adam_->bf16_views());
+  PublishStats ps =
+      gpu_encoder_ ? publisher_->publish_encoded(
+                         version_, [this](const sync::PatchOptions& o) { return gpu_encoder_->encode(o); })
+                   : publisher_->publish(version_, adam_->bf16_views());
   r.version = version_;
   r.patch_changed = ps.changed;
   r.patch_bytes = ps.patch_bytes;
@@ -441,6 +451,7 @@ void Trainer::outer_round(StepRecord& r) {
   // The workers move from the local to the new global BF16 weights: one more PULSESync version.
   version_ += 1;
   PublishStats ps = publisher_->publish(version_, adam_->bf16_views());
+  if (gpu_encoder_) gpu_encoder_->reset_base();  // the global weights were published from host copies
   auto reports = fleet_->sync_all(version_, r.step);
   r.bit_identical = fleet_->identical(reports, version_, weights_hash()) && r.bit_identical;
   r.version = version_;

@@ -27,6 +27,7 @@
 namespace pulse::app {
 
 class Publisher;
+class GpuPatchEncoder;
 class WorkerFleet;
 class RolloutPipeline;
 class ProgressBar;
@@ -100,6 +101,7 @@ class Trainer {
   nlohmann::json resume_pending_;  ///< rl.max_lag = 1: rollouts stored with the resumed checkpoint
   double prior_wall_ = 0;
   std::unique_ptr<Publisher> publisher_;
+  std::unique_ptr<GpuPatchEncoder> gpu_encoder_;  ///< run.device = cuda in a PULSE_CUDA build; else null
   std::unique_ptr<WorkerFleet> fleet_;
   std::unique_ptr<RolloutPipeline> pipeline_;
   std::unique_ptr<MetricsLog> metrics_;

@@ -217,6 +217,64 @@ Blob VersionStore::publish(uint64_t version, const std::vector<TensorView>& weig
   return patch;
 }
 
+Blob VersionStore::publish_encoded(uint64_t version,
+                                   const std::function<std::vector<uint8_t>(const PatchOptions&)>& encode,
+                                   const std::function<void(const std::vector<TensorView>&)>& check) {
+  std::shared_ptr<const OwnedTensors> base;
+  VersionHead prev;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!published_)
+      throw std::logic_error("publish_encoded: the first version must be published with publish()");
+    if (version != head_.version + 1)
+      throw std::invalid_argument("publish_encoded: version " + std::to_string(version) +
+                                  " must be head+1 = " + std::to_string(head_.version + 1));
+    base = latest_;
+    prev = head_;
+  }
+  PatchOptions opt = options_;
+  opt.base_version = prev.version;
+  opt.target_version = version;
+  opt.known_base_root = prev.root_hash;
+  Blob patch = make_blob(encode(opt));
+  const PatchInfo info = inspect_patch(patch->data(), patch->size());
+  if (info.base_version != prev.version || info.target_version != version)
+    throw std::invalid_argument("publish_encoded: the encoder made a patch " +
+                                std::to_string(info.base_version) + " -> " +
+                                std::to_string(info.target_version) + ", not " +
+                                std::to_string(prev.version) + " -> " + std::to_string(version));
+  // The new head: the previous one with the patch applied. Its root is ours (no hashing of the base);
+  // every changed tensor's target hash is verified after the apply.
+  OwnedTensors next = OwnedTensors::copy_of(base->views());
+  auto views = next.mutable_views();
+  ApplyOptions apply;
+  apply.trusted_root = prev.root_hash;
+  apply_patch(views, patch->data(), patch->size(), apply);
+  auto snapshot = std::make_shared<const OwnedTensors>(std::move(next));
+  const auto target_views = snapshot->views();
+  if (check) check(target_views);
+  Blob anchor;
+  if (policy_.anchor_every != 0 && version % policy_.anchor_every == 0) {
+    opt.known_base_root.reset();
+    opt.base_version = 0;
+    anchor = make_blob(encode_anchor(target_views, opt));
+  }
+  write_blob(patch_name(prev.version, version), patch);
+  if (anchor) write_blob(anchor_name(version), anchor);
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (head_.version != prev.version)
+    throw std::logic_error("VersionStore::publish_encoded called concurrently (version " +
+                           std::to_string(version) + ")");
+  head_ = VersionHead{version, info.target_root_hash};
+  latest_ = snapshot;
+  root_hashes_[version] = info.target_root_hash;
+  patches_[version] = patch;
+  if (anchor) anchors_[version] = anchor;
+  retain_locked();
+  return patch;
+}
+
 VersionHead VersionStore::head() const {
   std::lock_guard<std::mutex> lock(mu_);
   return head_;

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -93,6 +94,19 @@ class VersionStore {
   /// Returns the patch bytes (the anchor bytes for the first publish). Throws std::invalid_argument on a
   /// wrong version, PatchError when names/dtypes/shapes differ from the previous version.
   Blob publish(uint64_t version, const std::vector<TensorView>& weights);
+
+  /// Encodes the patch of `version` (head+1) somewhere else: `encode` gets the store's codec options with
+  /// base/target versions and known_base_root (the head's root) set, and returns the patch; the weights
+  /// live where it runs (a GPU: sync/gpu_encode.h), so only the patch reaches host memory. The store
+  /// applies it to a copy of its head weights (apply_patch with the head's root as trusted_root: every
+  /// changed tensor's target hash verified, sync/patch.h), runs `check` on the result (the publisher's
+  /// NaN/Inf backstop; it throws to refuse), then stores the patch and, when version % anchor_every == 0, an
+  /// anchor of the result: the same state as publish() of those weights. Throws std::logic_error before the
+  /// first publish(), std::invalid_argument on a wrong version or a patch for other versions, PatchError /
+  /// HashMismatchError from the apply, and what `encode` or `check` throw; nothing is stored then.
+  Blob publish_encoded(uint64_t version,
+                       const std::function<std::vector<uint8_t>(const PatchOptions&)>& encode,
+                       const std::function<void(const std::vector<TensorView>&)>& check = {});
 
   /// Latest version and root hash. Before the first publish: {0, 0} and published() == false.
   VersionHead head() const;

@@ -261,3 +261,71 @@ TEST_CASE("a version store deletes the files a killed store left in its folder a
   CHECK(std::vector<uint8_t>(bytes.begin(), bytes.end()) == *store.anchor(3));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("publish_encoded: a patch encoded elsewhere gives the store publish()'s state",
+          "[sync][version_store]") {
+  ToyModel a(3), b(3);  // the same weights, stepped alike
+  VersionStore direct("", RetentionPolicy{4, 2}, pulse::test::test_codec());
+  VersionStore encoded("", RetentionPolicy{4, 2}, pulse::test::test_codec());
+  direct.publish(0, a.views());
+  encoded.publish(0, b.views());
+  for (uint64_t v = 1; v <= 9; ++v) {
+    const OwnedTensors base = OwnedTensors::copy_of(b.views());
+    a.step();
+    b.step();
+    const Blob want = direct.publish(v, a.views());
+    int encodes = 0, checks = 0;
+    const Blob got = encoded.publish_encoded(
+        v,
+        [&](const PatchOptions& opt) {
+          ++encodes;
+          CHECK(opt.base_version == v - 1);
+          CHECK(opt.target_version == v);
+          REQUIRE(opt.known_base_root.has_value());
+          CHECK(*opt.known_base_root == root_hash(base.views()));
+          return encode_patch(base.views(), b.views(), opt);  // as a GPU encoder would: the same bytes
+        },
+        [&](const std::vector<TensorView>& head) {
+          ++checks;
+          CHECK(root_hash(head) == b.root());
+        });
+    CHECK(encodes == 1);
+    CHECK(checks == 1);
+    CHECK(*got == *want);
+    CHECK(encoded.head().version == v);
+    CHECK(encoded.head().root_hash == direct.head().root_hash);
+    if (v % 4 == 0) CHECK(*encoded.anchor(v) == *direct.anchor(v));
+  }
+  CHECK(*encoded.patch(5, 9) == *direct.patch(5, 9));  // composed from the stored patches alike
+
+  // Refusals leave the store as it was: a wrong version, a patch for other versions, a corrupt patch,
+  // and the check's veto.
+  const VersionHead head = encoded.head();
+  const OwnedTensors base = OwnedTensors::copy_of(b.views());
+  b.step();
+  auto good = [&](const PatchOptions& opt) { return encode_patch(base.views(), b.views(), opt); };
+  CHECK_THROWS_AS(encoded.publish_encoded(head.version + 2, good), std::invalid_argument);
+  CHECK_THROWS_AS(encoded.publish_encoded(head.version + 1,
+                                          [&](const PatchOptions& opt) {
+                                            PatchOptions other = opt;
+                                            other.target_version = opt.target_version + 1;
+                                            return encode_patch(base.views(), b.views(), other);
+                                          }),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(encoded.publish_encoded(head.version + 1,
+                                          [&](const PatchOptions& opt) {
+                                            PatchOptions lie = opt;
+                                            lie.known_base_root = 12345;  // not the head's weights
+                                            return encode_patch(base.views(), b.views(), lie);
+                                          }),
+                  PatchError);
+  CHECK_THROWS_WITH(encoded.publish_encoded(head.version + 1, good,
+                                            [](const std::vector<TensorView>&) {
+                                              throw std::runtime_error("non-finite weight");
+                                            }),
+                    "non-finite weight");
+  CHECK(encoded.head().version == head.version);
+  CHECK(encoded.head().root_hash == head.root_hash);
+  VersionStore fresh("", RetentionPolicy{4, 2}, pulse::test::test_codec());
+  CHECK_THROWS_AS(fresh.publish_encoded(0, good), std::logic_error);
+}
