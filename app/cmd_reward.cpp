@@ -70,10 +70,10 @@ void register_reward_commands(CLI::App& root) {
   math->add_option("--answer", o->answer, "reference answer, e.g. '\\frac{3}{4}'")->required();
   math->add_flag("--strict", o->strict, "PRM800K grading rules instead of pulse's lenient tiers");
   math->callback([o] {
-    with_input_errors_as_2(
-[&] {
+    with_input_errors_as_2([&] {
       if (auto problem = datasets::reference_answer_problem(o->answer))
-        throw std::runtime_error("--answer: " + *problem + " (a reference answer, e.g. '3' or '\\frac{3}{4}')");
+        throw std::runtime_error("--answer: " + *problem +
+                                 " (a reference answer, e.g. '3' or '\\frac{3}{4}')");
       print_and_exit(rl::grade_math(read_text(o->response_path), o->answer, o->strict));
     });
   });
