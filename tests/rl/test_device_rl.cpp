@@ -30,9 +30,7 @@ bool have_cuda() {
   return false;
 }
 
-using test::mean_reward;
 using test::toy_config;
-using test::toy_rollouts;
 
 /// The model's parameters as BF16 bytes in host memory, by name (what bf16_views must equal).
 std::map<std::string, std::vector<uint8_t>> model_bf16_bytes(torch::nn::Module& m) {
@@ -59,17 +57,7 @@ TEST_CASE("GPU: the toy GRPO task learns on CUDA; bf16_views are the device mode
     oc.lr = 2e-2;
     rl::MasterAdam opt(*m, oc);
     for (const auto& t : opt.master_tensors()) CHECK(t.is_cuda());
-    rl::GrpoConfig gc;
-    gc.micro_batch = 16;
-    const double before = mean_reward(toy_rollouts(*m, 64, 999));
-    for (int step = 0; step < 12; ++step) {
-      auto rollouts = toy_rollouts(*m, 8, static_cast<uint64_t>(step));
-      auto st = rl::grpo_step(*m, opt, rollouts, gc);
-      CHECK(std::isfinite(st.loss));
-      CHECK(st.tis_mismatch < 0.05);
-      CHECK(st.bf16_changed > 0);
-    }
-    const double after = mean_reward(toy_rollouts(*m, 64, 999));
+    const auto [before, after] = test::train_toy(*m, opt);
     INFO("dtype " << dtype << " reward before " << before << " after " << after);
     CHECK(after > before + 0.4);
     // The host copies PULSESync encodes are exactly the weights the device model computes with.

@@ -140,9 +140,7 @@ TEST_CASE("clipped surrogate equals hand-computed values for each aggregation", 
   }
 }
 
-using test::mean_reward;
 using test::toy_config;
-using test::toy_rollouts;
 
 TEST_CASE("a short GRPO run on a toy task raises the mean reward", "[grpo][toy]") {
   torch::manual_seed(1234);
@@ -152,17 +150,7 @@ TEST_CASE("a short GRPO run on a toy task raises the mean reward", "[grpo][toy]"
     oc.lr = 2e-2;
     oc.grad_clip = 1.0;
     rl::MasterAdam opt(*m, oc);
-    rl::GrpoConfig gc;
-    gc.micro_batch = 16;
-    const double before = mean_reward(toy_rollouts(*m, 64, 999));
-    for (int step = 0; step < 12; ++step) {
-      auto rollouts = toy_rollouts(*m, 8, static_cast<uint64_t>(step));
-      auto st = rl::grpo_step(*m, opt, rollouts, gc);
-      CHECK(std::isfinite(st.loss));
-      CHECK(st.tis_mismatch < 0.05);  // same weights sampled and scored: only kernel-level differences
-      CHECK(st.bf16_changed > 0);
-    }
-    const double after = mean_reward(toy_rollouts(*m, 64, 999));
+    const auto [before, after] = test::train_toy(*m, opt);
     INFO("dtype " << dtype << " reward before " << before << " after " << after);
     CHECK(before < 0.3);
     CHECK(after > before + 0.4);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -99,6 +100,23 @@ void check_same(const Streams& got, const Streams& want) {
   REQUIRE(got.hi == want.hi);
 }
 
+/// The portable path and every emit variant, called `step` elements at a time for each step, in both
+/// value modes, give the reference streams.
+void check_every_variant(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b,
+                         std::initializer_list<uint64_t> steps) {
+  for (bool delta : {false, true})
+    for (uint64_t step : steps) {
+      INFO("delta " << delta << " step " << step);
+      const Streams want = reference(a, b, delta);
+      check_same(run(true, a, b, delta, step), want);
+      for (const char* isa : emit_isas()) {
+        INFO("variant " << isa);
+        EmitIsa use(isa);
+        check_same(run(false, a, b, delta, step), want);
+      }
+    }
+}
+
 }  // namespace
 
 TEST_CASE("diff_emit16: every variant and the portable kernel equal the element-wise streams",
@@ -150,17 +168,7 @@ TEST_CASE("diff_emit16: long gaps right after dense runs equal the element-wise 
     a.push_back(1);
     b.push_back(2);
   }
-  for (bool delta : {false, true})
-    for (uint64_t step : {32768ull, 4096ull, 1000ull}) {
-      INFO("delta " << delta << " step " << step);
-      const Streams want = reference(a, b, delta);
-      check_same(run(true, a, b, delta, step), want);
-      for (const char* isa : emit_isas()) {
-        INFO("variant " << isa);
-        EmitIsa use(isa);
-        check_same(run(false, a, b, delta, step), want);
-      }
-    }
+  check_every_variant(a, b, {32768, 4096, 1000});
 }
 
 TEST_CASE("diff_emit16: groups of every change count, sparse and dense, equal the element-wise streams",
@@ -189,17 +197,7 @@ TEST_CASE("diff_emit16: groups of every change count, sparse and dense, equal th
       }
   }
   REQUIRE(a.size() % 64 == 0);  // the group boundaries above are the kernels' (calls start at 0 mod 64)
-  for (bool delta : {false, true})
-    for (uint64_t step : {32768ull, 4096ull, 576ull, 64ull}) {
-      INFO("delta " << delta << " step " << step);
-      const Streams want = reference(a, b, delta);
-      check_same(run(true, a, b, delta, step), want);
-      for (const char* isa : emit_isas()) {
-        INFO("variant " << isa);
-        EmitIsa use(isa);
-        check_same(run(false, a, b, delta, step), want);
-      }
-    }
+  check_every_variant(a, b, {32768, 4096, 576, 64});
 }
 TEST_CASE("diff_emit16: huge gaps get full LEB128 tails", "[sync][emit16]") {
   // One change at element 5 of a block that starts `start` elements into the tensor, nothing before it:
