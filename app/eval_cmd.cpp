@@ -40,8 +40,12 @@ int eval_job(const JobOptions& opt) {
   model::PromptTemplate tmpl = model::PromptTemplate::preset(config.tokenizer.chat_template);
 
   const rl::EvalConfig& ec = config.eval.pass_at_1;
-  spdlog::info("evaluating {} on {} problems (greedy, max {} new tokens)", config.model.path,
-               sets.held_out.size(), ec.sampling.max_new_tokens);
+  const std::string how = ec.greedy ? std::string("greedy")
+                                    : std::to_string(ec.n_samples) + " samples at temperature " +
+                                          fmt::format("{:g}", ec.sampling.temperature) + ", pass@" +
+                                          std::to_string(ec.k);
+  spdlog::info("evaluating {} on {} problems ({}, max {} new tokens)", config.model.path,
+               sets.held_out.size(), how, ec.sampling.max_new_tokens);
   auto t0 = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   rl::EvalReport report = rl::evaluate(*policy, *tok, tmpl, sets.held_out, ec);

@@ -136,17 +136,23 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 void print_summary(const Summary& summary, const std::string& run_dir) {
+  // A run without GRPO steps (an SFT-only or eval-only run) has no patches to compare.
+  const bool stepped = summary.steps > 0;
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.1fx less", summary.compression_ratio);
   std::printf(
       "\nrun %s\n  GRPO steps          %lld (%lld workers, bit-identical every step: %s)\n"
       "  reward              %.3f -> %.3f\n  Pass@1 (held-out)   %.3f -> %.3f\n"
       "  changed fraction    %.3g of BF16 elements per step (mean)\n"
-      "  bytes shipped       %.3f MB of patches vs %.3f MB dense BF16 (%.1fx less)\n"
+      "  bytes shipped       %.3f MB of patches vs %.3f MB dense BF16 (%s)\n"
       "  wall time           %.1f s\n  report              %s/report.html\n",
       run_dir.c_str(), static_cast<long long>(summary.steps), static_cast<long long>(summary.workers),
-      summary.bit_identical_every_step ? "yes" : "NO", summary.reward_first, summary.reward_last,
-      summary.pass_at_1_before, summary.pass_at_1_after, summary.mean_changed_fraction,
-      summary.patch_bytes_total / 1e6, summary.dense_bytes_total / 1e6, summary.compression_ratio,
-      summary.wall_seconds, run_dir.c_str());
+      !stepped                           ? "n/a"
+      : summary.bit_identical_every_step ? "yes"
+                                         : "NO",
+      summary.reward_first, summary.reward_last, summary.pass_at_1_before, summary.pass_at_1_after,
+      summary.mean_changed_fraction, summary.patch_bytes_total / 1e6, summary.dense_bytes_total / 1e6,
+      stepped ? ratio : "no GRPO steps", summary.wall_seconds, run_dir.c_str());
 }
 
 }  // namespace pulse::app
