@@ -32,8 +32,7 @@ GpuPatchEncoder::GpuPatchEncoder(rl::MasterAdam& adam) : adam_(adam), names_(ada
 void GpuPatchEncoder::reset_base() {
   torch::NoGradGuard no_grad;
   base_.clear();
-  // The same cast as MasterAdam::cast_to_model: torch's FP32 -> BF16 is round-to-nearest-even.
-  for (const auto& m : adam_.master_tensors()) base_.push_back(m.to(torch::kBFloat16).contiguous());
+  for (const auto& t : adam_.bf16_tensors()) base_.push_back(t.clone().contiguous());
 }
 
 std::vector<uint8_t> GpuPatchEncoder::encode(const sync::PatchOptions& options) {

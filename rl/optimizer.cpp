@@ -255,6 +255,12 @@ std::vector<sync::TensorView> MasterAdam::bf16_views() const {
   return out;
 }
 
+std::vector<at::Tensor> MasterAdam::bf16_tensors() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& s : impl_->params) out.push_back(s.bf16);
+  return out;
+}
+
 std::vector<std::string> MasterAdam::names() const {
   std::vector<std::string> out;
   for (const auto& s : impl_->params) out.push_back(s.name);

@@ -121,6 +121,9 @@ class MasterAdam {
   /// BF16 bit patterns of the current weights (HF names, sorted by name, dtype BF16, host memory). Views stay
   /// valid until the next step()/cast_to_model()/load_state() rewrites them (same addresses, new contents).
   std::vector<sync::TensorView> bf16_views() const;
+  /// The same BF16 cast on the masters' device (names() order; on a CPU run the tensors behind
+  /// bf16_views). Rewritten in place by step()/cast_to_model()/load_state(): clone to keep a version.
+  std::vector<at::Tensor> bf16_tensors() const;
   /// Parameter names, sorted (tied aliases excluded).
   std::vector<std::string> names() const;
   int64_t step_count() const;

@@ -190,31 +190,40 @@ Blob VersionStore::publish(uint64_t version, const std::vector<TensorView>& weig
     // The base is our own previous publish, whose root we computed then: no need to hash it again.
     opt.known_base_root = prev.root_hash;
     patch = make_blob(encode_patch(base->views(), target_views, opt));
-    opt.known_base_root.reset();
-    if (policy_.anchor_every != 0 && version % policy_.anchor_every == 0) {
-      opt.base_version = 0;
-      anchor = make_blob(encode_anchor(target_views, opt));
-    }
+    anchor = anchor_if_due(version, target_views);
   }
   // The encoder hashed the target while scanning it; its header carries the root (one pass saved).
   const uint64_t root = inspect_patch(patch->data(), patch->size()).target_root_hash;
+  commit(first, prev, version, root, std::move(snapshot), patch, anchor);
+  return patch;
+}
+
+Blob VersionStore::anchor_if_due(uint64_t version, const std::vector<TensorView>& weights) const {
+  if (policy_.anchor_every == 0 || version % policy_.anchor_every != 0) return nullptr;
+  PatchOptions opt = options_;
+  opt.base_version = 0;
+  opt.target_version = version;
+  return make_blob(encode_anchor(weights, opt));
+}
+
+void VersionStore::commit(bool first, const VersionHead& prev, uint64_t version, uint64_t root,
+                          std::shared_ptr<const OwnedTensors> snapshot, const Blob& patch,
+                          const Blob& anchor) {
   if (!first) write_blob(patch_name(prev.version, version), patch);
   if (anchor) write_blob(anchor_name(version), anchor);
 
   std::lock_guard<std::mutex> lock(mu_);
   if (published_ == first || (!first && head_.version != prev.version)) {
-    throw std::logic_error("VersionStore::publish called concurrently (version " + std::to_string(version) +
-                           ")");
+    throw std::logic_error("VersionStore: two publishes at once (version " + std::to_string(version) + ")");
   }
   if (first) first_version_ = version;
   published_ = true;
   head_ = VersionHead{version, root};
-  latest_ = snapshot;
+  latest_ = std::move(snapshot);
   root_hashes_[version] = root;
   if (!first) patches_[version] = patch;
   if (anchor) anchors_[version] = anchor;
   retain_locked();
-  return patch;
 }
 
 Blob VersionStore::publish_encoded(uint64_t version,
@@ -253,25 +262,8 @@ Blob VersionStore::publish_encoded(uint64_t version,
   auto snapshot = std::make_shared<const OwnedTensors>(std::move(next));
   const auto target_views = snapshot->views();
   if (check) check(target_views);
-  Blob anchor;
-  if (policy_.anchor_every != 0 && version % policy_.anchor_every == 0) {
-    opt.known_base_root.reset();
-    opt.base_version = 0;
-    anchor = make_blob(encode_anchor(target_views, opt));
-  }
-  write_blob(patch_name(prev.version, version), patch);
-  if (anchor) write_blob(anchor_name(version), anchor);
-
-  std::lock_guard<std::mutex> lock(mu_);
-  if (head_.version != prev.version)
-    throw std::logic_error("VersionStore::publish_encoded called concurrently (version " +
-                           std::to_string(version) + ")");
-  head_ = VersionHead{version, info.target_root_hash};
-  latest_ = snapshot;
-  root_hashes_[version] = info.target_root_hash;
-  patches_[version] = patch;
-  if (anchor) anchors_[version] = anchor;
-  retain_locked();
+  const Blob anchor = anchor_if_due(version, target_views);
+  commit(false, prev, version, info.target_root_hash, std::move(snapshot), patch, anchor);
   return patch;
 }
 

@@ -145,6 +145,12 @@ class VersionStore {
   bool plan_locked(uint64_t from, uint64_t to, Plan& plan) const;
   void remove_stale_files() const;
   void retain_locked();
+  /// The anchor of `weights` as `version` when version % anchor_every == 0, else nullptr.
+  Blob anchor_if_due(uint64_t version, const std::vector<TensorView>& weights) const;
+  /// Writes the new version's blobs (on disk when the store has a dir), then makes it the head under the
+  /// lock. Throws std::logic_error when another publish got in between.
+  void commit(bool first, const VersionHead& prev, uint64_t version, uint64_t root,
+              std::shared_ptr<const OwnedTensors> snapshot, const Blob& patch, const Blob& anchor);
   void write_blob(const std::string& name, const Blob& blob) const;
   void remove_blob(const std::string& name) const;
   static std::string patch_name(uint64_t from, uint64_t to);
