@@ -13,17 +13,31 @@
 
 namespace pulse::rl {
 
-RewardResult grade(const Problem& problem, const std::string& response) {
+namespace {
+
+/// What a grade looks at: the extracted program for code, the whole response for math.
+std::string graded_text(const Problem& problem, const std::string& response) {
+  return problem.kind == TaskKind::Code ? extract_code(response) : response;
+}
+
+/// The grade of graded_text(problem, response).
+RewardResult grade_text(const Problem& problem, const std::string& text) {
   switch (problem.kind) {
     case TaskKind::Math:
-      return grade_math(response, problem.answer);
+      return grade_math(text, problem.answer);
     case TaskKind::Code:
-      return grade_mbpp(extract_code(response), problem);
+      return grade_mbpp(text, problem);
   }
   RewardResult r;
   r.reason = "unknown_task_kind";
   r.infrastructure_error = true;
   return r;
+}
+
+}  // namespace
+
+RewardResult grade(const Problem& problem, const std::string& response) {
+  return grade_text(problem, graded_text(problem, response));
 }
 
 std::vector<RewardResult> grade_batch(const std::vector<const Problem*>& problems,
@@ -41,7 +55,7 @@ std::vector<RewardResult> grade_batch(const std::vector<const Problem*>& problem
   // given (for a program whose verdict is random, the duplicates share one draw).
   std::vector<std::string> keys(problems.size());
   for (size_t i = 0; i < problems.size(); ++i)
-    keys[i] = problems[i]->kind == TaskKind::Code ? extract_code(responses[i]) : responses[i];
+    keys[i] = graded_text(*problems[i], responses[i]);
   std::map<std::pair<const Problem*, std::string_view>, size_t> first;
   std::vector<size_t> unique, source(problems.size());
   for (size_t i = 0; i < problems.size(); ++i) {
@@ -57,7 +71,7 @@ std::vector<RewardResult> grade_batch(const std::vector<const Problem*>& problem
     for (size_t u; (u = next.fetch_add(1)) < unique.size();) {
       const size_t i = unique[u];
       try {
-        results[i] = grade(*problems[i], responses[i]);
+        results[i] = grade_text(*problems[i], keys[i]);
       } catch (const std::exception& e) {  // e.g. out of memory while forking: not the model's fault
         results[i].reason = std::string("grader_error: ") + e.what();
         results[i].infrastructure_error = true;
