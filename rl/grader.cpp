@@ -54,8 +54,7 @@ std::vector<RewardResult> grade_batch(const std::vector<const Problem*>& problem
   // code, the whole response for math), so a duplicate gets exactly the result its own grade would have
   // given (for a program whose verdict is random, the duplicates share one draw).
   std::vector<std::string> keys(problems.size());
-  for (size_t i = 0; i < problems.size(); ++i)
-    keys[i] = graded_text(*problems[i], responses[i]);
+  for (size_t i = 0; i < problems.size(); ++i) keys[i] = graded_text(*problems[i], responses[i]);
   std::map<std::pair<const Problem*, std::string_view>, size_t> first;
   std::vector<size_t> unique, source(problems.size());
   for (size_t i = 0; i < problems.size(); ++i) {
