@@ -30,10 +30,12 @@ std::vector<TensorView> WorkerReplica::views() const {
   return weights_.views();
 }
 
-bool WorkerReplica::try_apply(const std::vector<uint8_t>& blob, SyncStats& stats) {
+bool WorkerReplica::try_apply(std::vector<uint8_t>& blob, SyncStats& stats) {
   const auto t0 = std::chrono::steady_clock::now();
+  bool anchor = false;
   try {
     const PatchInfo info = inspect_patch(blob.data(), blob.size());
+    anchor = info.anchor;
     if (weights_.empty()) {
       if (!info.anchor) throw PatchError("an empty replica needs an anchor, got a patch");
       // Applied into a fresh buffer set, adopted only when the whole anchor validated.
@@ -84,6 +86,12 @@ bool WorkerReplica::try_apply(const std::vector<uint8_t>& blob, SyncStats& stats
   }
   ++stats.steps;
   stats.apply_ms += ms_since(t0);
+  // Handed over without a copy: the bytes a follower of this replica (a GPU copy) applies next. After an
+  // anchor the patches before it no longer lead anywhere.
+  if (anchor)
+    stats.applied_patches.clear();
+  else
+    stats.applied_patches.push_back(std::move(blob));
   return true;
 }
 
@@ -91,7 +99,7 @@ void WorkerReplica::take_anchor(PatchSource& source, SyncStats& stats) {
   stats.used_anchor = true;
   for (int attempt = 0; attempt < 2; ++attempt) {  // a rejected anchor is fetched once more
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<uint8_t> blob = source.anchor(kLatestAnchor);
+    std::vector<uint8_t> blob = source.anchor(kLatestAnchor);
     stats.fetch_ms += ms_since(t0);
     stats.bytes += blob.size();
     if (try_apply(blob, stats)) return;

@@ -29,6 +29,12 @@ class WorkerReplica {
     bool used_anchor = false;  ///< bootstrapped or fell back to an anchor
     int rejected = 0;          ///< patches that apply_patch rejected (refetched)
     int steps = 0;             ///< patches/anchors applied
+    /// The patch blobs (never anchors) this sync applied, in the order applied, moved in rather than
+    /// copied. Only those after the last anchor applied: an anchor clears the list. Rejected blobs are
+    /// never listed. Applied in order to weights at `from` (or, when used_anchor, at the anchor's
+    /// version) they give this replica's bytes: what a copy of the weights on a GPU applies
+    /// (app/device_weights.h). Empty when nothing was applied.
+    std::vector<std::vector<uint8_t>> applied_patches;
   };
 
   /// Brings the weights to `target_version` and confirms it. Throws TransportError when the source fails
@@ -46,8 +52,9 @@ class WorkerReplica {
   std::vector<TensorView> views() const;
 
  private:
-  /// Applies a fetched blob; true on success, false when apply_patch rejected it (weights unchanged).
-  bool try_apply(const std::vector<uint8_t>& blob, SyncStats& stats);
+  /// Applies a fetched blob; true on success, false when apply_patch rejected it (weights unchanged). An
+  /// applied patch is moved into stats.applied_patches (`blob` is then empty); an anchor clears that list.
+  bool try_apply(std::vector<uint8_t>& blob, SyncStats& stats);
   void take_anchor(PatchSource& source, SyncStats& stats);
 
   std::string id_;
