@@ -24,7 +24,7 @@ sync::TensorView f32_view(const std::string& name, const torch::Tensor& t) {
 }  // namespace
 
 /// One optimized parameter. All FP32 state lives on the parameter's device; bf16_host mirrors bf16 in host
-/// memory for bf16_views() (the same tensor on a CPU run).
+/// memory for bf16_views() (the same tensor on a CPU run), copied when bf16_views() is read.
 struct ParamState {
   std::string name;
   torch::Tensor param;       ///< the model's parameter (BF16 or FP32), written only by cast_to_model()
@@ -42,6 +42,7 @@ struct MasterAdam::Impl {
   int64_t step = 0;
   uint64_t elements = 0;
   GradientReducer reducer;
+  bool host_stale = false;  ///< some bf16_host is behind its device bf16 (refreshed by bf16_views)
 };
 
 MasterAdam::MasterAdam(model::TransformerImpl& model, const OptimizerConfig& config)
@@ -109,16 +110,19 @@ void MasterAdam::accumulate_grads() {
 
 uint64_t MasterAdam::cast_to_model() {
   torch::NoGradGuard no_grad;
-  int64_t changed = 0;
+  torch::Tensor changed;  // on the masters' device: one host sync per cast, not one per tensor
   for (auto& s : impl_->params) {
     // THE cast: torch's FP32 -> BF16 conversion is round-to-nearest-even (c10::BFloat16).
     torch::Tensor next = s.master.to(torch::kBFloat16);
-    changed += next.view(torch::kInt16).ne(s.bf16.view(torch::kInt16)).sum().item<int64_t>();
+    torch::Tensor ne = next.view(torch::kInt16).ne(s.bf16.view(torch::kInt16)).sum();
+    changed = changed.defined() ? changed.add_(ne.to(changed.device())) : ne;
     s.bf16.copy_(next);
-    if (!s.bf16_host.is_same(s.bf16)) s.bf16_host.copy_(s.bf16);
     s.param.copy_(s.bf16);  // exact: BF16 values are representable in the FP32 or BF16 parameter
+    // A device cast's host copy is refreshed when bf16_views() is read: with patches encoded on the
+    // device (app/gpu_patch_encoder.h) nothing reads it per step, and a model-sized copy is saved.
+    if (!s.bf16_host.is_same(s.bf16)) impl_->host_stale = true;
   }
-  return static_cast<uint64_t>(changed);
+  return changed.defined() ? static_cast<uint64_t>(changed.item<int64_t>()) : 0;
 }
 
 namespace {
@@ -200,10 +204,16 @@ OptimizerStepStats MasterAdam::step() {
     return stats;
   };
 
+  // Per-tensor FP32 norms, summed in double on the host in tensor order. One host sync for all of them
+  // (one per tensor would stall a GPU step hundreds of times).
+  std::vector<torch::Tensor> norms;
+  norms.reserve(m.params.size());
+  for (auto& s : m.params) norms.push_back(s.grad_acc.norm());
   double sq = 0;
-  for (auto& s : m.params) {
-    const double n = s.grad_acc.norm().item<double>();
-    sq += n * n;
+  if (!norms.empty()) {
+    const torch::Tensor host = torch::stack(norms).to(torch::kCPU, torch::kFloat32).contiguous();
+    const float* n = host.data_ptr<float>();
+    for (int64_t i = 0; i < host.numel(); ++i) sq += static_cast<double>(n[i]) * static_cast<double>(n[i]);
   }
   stats.grad_norm = std::sqrt(sq);
   stats.lr = lr_at_step(c, m.step);
@@ -245,6 +255,11 @@ OptimizerStepStats MasterAdam::step() {
 }
 
 std::vector<sync::TensorView> MasterAdam::bf16_views() const {
+  if (impl_->host_stale) {
+    for (auto& s : impl_->params)
+      if (!s.bf16_host.is_same(s.bf16)) s.bf16_host.copy_(s.bf16);
+    impl_->host_stale = false;
+  }
   std::vector<sync::TensorView> out;
   out.reserve(impl_->params.size());
   for (const auto& s : impl_->params) {

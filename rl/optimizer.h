@@ -120,6 +120,8 @@ class MasterAdam {
 
   /// BF16 bit patterns of the current weights (HF names, sorted by name, dtype BF16, host memory). Views stay
   /// valid until the next step()/cast_to_model()/load_state() rewrites them (same addresses, new contents).
+  /// On a GPU run the first call after a cast copies the device BF16 to the host (once per cast, not per
+  /// call; a step that only encodes on the device copies nothing). Not thread safe with step().
   std::vector<sync::TensorView> bf16_views() const;
   /// The same BF16 cast on the masters' device (names() order; on a CPU run the tensors behind
   /// bf16_views). Rewritten in place by step()/cast_to_model()/load_state(): clone to keep a version.
