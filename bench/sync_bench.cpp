@@ -90,16 +90,26 @@ double process_cpu_seconds() {
 
 /// Wall and process CPU seconds of one timed call.
 struct Timing {
-  double wall = 1e30, cpu = 1e30;
+  double wall = 1e30, cpu = 1e30;      ///< best of the samples
+  double last_wall = 0, last_cpu = 0;  ///< the latest sample
   template <typename F>
   void measure(F&& fn) {
     const double c0 = process_cpu_seconds();
     const auto t0 = Clock::now();
     fn();
-    wall = std::min(wall, seconds_since(t0));
-    cpu = std::min(cpu, process_cpu_seconds() - c0);
+    last_wall = seconds_since(t0);
+    last_cpu = process_cpu_seconds() - c0;
+    wall = std::min(wall, last_wall);
+    cpu = std::min(cpu, last_cpu);
   }
 };
+
+/// Median of a non-empty sample (the mean of the middle two for an even count).
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 /// An owned tensor (bytes) with its view.
 struct OwnedTensor {
@@ -351,12 +361,13 @@ class MemcpyBaseline {
     dst_.resize(target.size());
     for (size_t t = 0; t < target.size(); ++t) dst_[t].assign(target[t].nbytes, 1);  // pre-faulted
   }
-  /// One more timed copy of every tensor.
-  void sample() {
+  /// One more timed copy of every tensor; its wall seconds.
+  double sample() {
     best_.measure([&] {
       sync::parallel_for(target_.size(), threads_,
                          [&](size_t t) { std::memcpy(dst_[t].data(), target_[t].data, target_[t].nbytes); });
     });
+    return best_.last_wall;
   }
   const Timing& best() const { return best_; }
 
@@ -422,13 +433,16 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
     opt.target_version = 2;
     opt.model_id = "bench/" + workload;
     Timing enc, enc_known, enc_raw, dec, dec_trusted;
+    std::vector<double> enc_paired, dec_paired;  // memcpy time / codec time, per repetition (wall)
     std::vector<uint8_t> patch;
-    // Best of 3: the steady state of a trainer that encodes every step. The previous patch is freed first,
-    // as a trainer's version store evicts old ones, so the new one reuses its (already mapped) memory.
-    for (int rep = 0; rep < 3; ++rep) {
-      memcpy_baseline.sample();
+    // Best of the repetitions: the steady state of a trainer that encodes every step. The previous patch
+    // is freed first, as a trainer's version store evicts old ones, so the new one reuses its (already
+    // mapped) memory. Each repetition also pairs the codec with the memcpy sampled just before it.
+    for (int rep = 0; rep < options.repeat; ++rep) {
+      const double memcpy_s = memcpy_baseline.sample();
       std::vector<uint8_t>().swap(patch);
       enc.measure([&] { patch = sync::encode_patch(base, target, opt); });
+      enc_paired.push_back(memcpy_s / enc.last_wall);
       // The trainer's path: it published the base, so it passes the base's hashes (no re-hash).
       {
         sync::PatchOptions known = opt;
@@ -447,6 +461,7 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
       for (size_t t = 0; t < base.size(); ++t) std::memcpy(work[t].data(), base[t].data, base[t].nbytes);
       bool changed = false;
       dec.measure([&] { changed = sync::apply_patch(views, patch.data(), patch.size(), options.threads); });
+      dec_paired.push_back(memcpy_s / dec.last_wall);
       bool same = changed == (r.changed > 0);
       // The worker's path: it knows its root from the previous apply.
       for (size_t t = 0; t < base.size(); ++t) std::memcpy(work[t].data(), base[t].data, base[t].nbytes);
@@ -461,6 +476,18 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
       for (size_t t = 0; t < base.size(); ++t)
         same = same && std::memcmp(work[t].data(), target[t].data, target[t].nbytes) == 0;
       r.bit_identical = r.bit_identical && same;
+    }
+    // The slower mode counts, as for the speeds; the range is over both modes' repetitions.
+    const double em = median(enc_paired), dm = median(dec_paired);
+    r.encode_memcpy_paired = r.encode_memcpy_paired == 0 ? em : std::min(r.encode_memcpy_paired, em);
+    r.decode_memcpy_paired = r.decode_memcpy_paired == 0 ? dm : std::min(r.decode_memcpy_paired, dm);
+    for (double x : enc_paired) {
+      r.encode_memcpy_paired_lo = r.encode_memcpy_paired_lo == 0 ? x : std::min(r.encode_memcpy_paired_lo, x);
+      r.encode_memcpy_paired_hi = std::max(r.encode_memcpy_paired_hi, x);
+    }
+    for (double x : dec_paired) {
+      r.decode_memcpy_paired_lo = r.decode_memcpy_paired_lo == 0 ? x : std::min(r.decode_memcpy_paired_lo, x);
+      r.decode_memcpy_paired_hi = std::max(r.decode_memcpy_paired_hi, x);
     }
     const double e = bytes / enc.wall / 1e9, d = bytes / dec.wall / 1e9;
     const double ec = bytes / enc.cpu / 1e9, dc = bytes / dec.cpu / 1e9;
@@ -511,6 +538,8 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
 
 std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std::ostream& log) {
   if (options.elements == 0) throw std::invalid_argument("sync bench: --elements must be >= 1");
+  if (options.repeat < 1)
+    throw std::invalid_argument("sync bench: --repeat must be >= 1, got " + std::to_string(options.repeat));
   if (!(options.lr > 0) || !std::isfinite(options.lr))
     throw std::invalid_argument("sync bench: --lr must be a positive finite number, got " +
                                 std::to_string(options.lr));
@@ -669,6 +698,12 @@ std::string sync_bench_table(const std::vector<SyncBenchResult>& results) {
       << " (< 1), encode/memcpy " << r.encode_gbps / r.memcpy_gbps << ", decode/memcpy "
       << r.decode_gbps / r.memcpy_gbps << " (>= 0.5), bit-identical " << (r.bit_identical ? "yes" : "NO")
       << "\n";
+    if (r.encode_memcpy_paired > 0)
+      s << std::setprecision(3) << "  each repetition vs the memcpy sampled just before it (wall, median "
+        << "[range], slower mode): encode/memcpy " << r.encode_memcpy_paired << " ["
+        << r.encode_memcpy_paired_lo << ", " << r.encode_memcpy_paired_hi << "], decode/memcpy "
+        << r.decode_memcpy_paired << " [" << r.decode_memcpy_paired_lo << ", " << r.decode_memcpy_paired_hi
+        << "]\n";
     if (!r.note.empty()) s << "  note: " << r.note << "\n";
   }
   return s.str();

@@ -26,6 +26,9 @@ struct SyncBenchOptions {
   /// where a family has none by that name its fastest one below it (diff_scan has no "avx512"). Hashing
   /// outside the kernels uses libxxhash's own dispatch either way.
   std::string isa;
+  /// Codec repetitions per value mode (>= 1); speeds are the best of them, and each is also paired with
+  /// a memcpy sampled just before it (SyncBenchResult::encode_memcpy_paired).
+  int repeat = 5;
 };
 
 /// One workload's numbers; JSON keys are the field names (issue 2). Byte counts are whole patches on
@@ -53,6 +56,13 @@ struct SyncBenchResult {
   /// Encode when the trainer passes the base root it published (PatchOptions::known_base_root, no
   /// hash of the base): wall and per CPU second, slower mode. Table only.
   double encode_known_gbps = 0, encode_known_cpu_gbps = 0;
+  /// Codec / memcpy wall-time ratios of each repetition against the memcpy sampled just before it:
+  /// median, lowest and highest (slower mode for the median). On a shared host the machine's compute
+  /// speed drifts for seconds at a time while memcpy barely moves (measured on a 2-core VM: the same
+  /// encode at 8.7 or 15 ms in consecutive phases), so best-of speeds can pair a fast memcpy with a slow
+  /// codec phase; these show the spread. Table only.
+  double encode_memcpy_paired = 0, encode_memcpy_paired_lo = 0, encode_memcpy_paired_hi = 0;
+  double decode_memcpy_paired = 0, decode_memcpy_paired_lo = 0, decode_memcpy_paired_hi = 0;
   int threads = 0;             ///< threads the codec and memcpy ran on
   bool bit_identical = false;  ///< both modes reproduce the target exactly
   // Reported in the table only.

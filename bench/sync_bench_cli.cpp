@@ -27,6 +27,10 @@ void add_sync_bench_options(CLI::App& cmd, SyncBenchCli& cli) {
   cmd.add_option("--isa", o.isa,
                  "force the kernel variant (avx512, avx2, portable; default: the CPU's fastest)")
       ->check(CLI::IsMember({"avx512", "avx2", "portable"}));
+  cmd.add_option("--repeat", o.repeat,
+                 "codec repetitions per value mode (best kept, each paired with a memcpy)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   cmd.add_flag("--no-patch-from", o.skip_zstd_patch_from, "skip the `zstd --patch-from` baseline");
   cmd.add_flag("--json", cli.json, "print one JSON object instead of a table");
 }

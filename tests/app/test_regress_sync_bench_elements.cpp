@@ -26,4 +26,14 @@ TEST_CASE("sync bench refuses element counts beyond physical memory", "[bench][r
   REQUIRE(results.size() == 1);
   CHECK(results[0].elements == 4096);
   CHECK(results[0].bit_identical);
+  // Each repetition paired with its own memcpy sample: the median lies within the range of the pairs.
+  const auto& r = results[0];
+  CHECK(r.encode_memcpy_paired_lo > 0);
+  CHECK(r.encode_memcpy_paired_lo <= r.encode_memcpy_paired);
+  CHECK(r.encode_memcpy_paired <= r.encode_memcpy_paired_hi);
+  CHECK(r.decode_memcpy_paired_lo > 0);
+  CHECK(r.decode_memcpy_paired_lo <= r.decode_memcpy_paired);
+  CHECK(r.decode_memcpy_paired <= r.decode_memcpy_paired_hi);
+  o.repeat = 0;
+  CHECK_THROWS_WITH(run_sync_bench(o, log), Catch::Contains("--repeat"));
 }
