@@ -1,5 +1,8 @@
 #include "kernels/xxh3_long.h"
 
+#include "kernels/cpu_features.h"
+#include "kernels/x86_simd.h"
+
 // libxxhash's own definitions (constants, scalar accumulate/scramble, merge), private to this file.
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -7,6 +10,13 @@
 namespace pulse::kernels {
 
 static_assert(sizeof(XXH3_kSecret) == 192, "XXH3 default secret is 192 bytes");
+
+namespace {
+constexpr uint64_t kStripesPerBlock = kXxh3BlockBytes / XXH_STRIPE_LEN;   // 16
+constexpr uint64_t kScrambleKey = sizeof(XXH3_kSecret) - XXH_STRIPE_LEN;  // 128
+static_assert(kStripesPerBlock == (sizeof(XXH3_kSecret) - XXH_STRIPE_LEN) / XXH_SECRET_CONSUME_RATE,
+              "1024-byte blocks of 16 stripes with the default secret");
+}  // namespace
 
 void xxh3_long_init(Xxh3LongState& state) {
   const uint64_t init[8] = XXH3_INIT_ACC;
@@ -18,10 +28,10 @@ const uint8_t* xxh3_default_secret() {
 }
 
 void xxh3_long_accumulate_block(Xxh3LongState& state, const uint8_t* block) {
-  for (uint64_t s = 0; s < kXxh3BlockBytes / XXH_STRIPE_LEN; ++s)
+  for (uint64_t s = 0; s < kStripesPerBlock; ++s)
     XXH3_accumulate_512_scalar(state.acc, block + s * XXH_STRIPE_LEN,
                                XXH3_kSecret + s * XXH_SECRET_CONSUME_RATE);
-  XXH3_scrambleAcc_scalar(state.acc, XXH3_kSecret + sizeof(XXH3_kSecret) - XXH_STRIPE_LEN);
+  XXH3_scrambleAcc_scalar(state.acc, XXH3_kSecret + kScrambleKey);
 }
 
 uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t len) {
@@ -35,6 +45,147 @@ uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t l
                              XXH3_kSecret + sizeof(XXH3_kSecret) - XXH_STRIPE_LEN - XXH_SECRET_LASTACC_START);
   return XXH3_mergeAccs(state.acc, XXH3_kSecret + XXH_SECRET_MERGEACCS_START,
                         static_cast<uint64_t>(len) * XXH_PRIME64_1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The block loop, one variant per ISA. XXH3 adds each stripe's contribution (data ^ key: low x high 32
+// bits, plus the data with its 64-bit lanes swapped in pairs) to the accumulators and scrambles only at
+// the block's end, so within a block the stripes are summed into independent partial accumulators
+// (u64 addition is associative) and merged before the scramble: the adds do not form one long chain.
+
+namespace {
+
+void accumulate_portable(Xxh3LongState& state, const uint8_t* data, uint64_t blocks) {
+  for (uint64_t b = 0; b < blocks; ++b) xxh3_long_accumulate_block(state, data + b * kXxh3BlockBytes);
+}
+
+#ifdef PULSE_KERNELS_X86
+#define PULSE_XXH3_AVX512 __attribute__((target("avx512f")))
+#define PULSE_XXH3_AVX2 __attribute__((target("avx2")))
+/// What PULSE_XXH3_AVX512 / PULSE_XXH3_AVX2 assume of the CPU.
+constexpr CpuFeatures kNeedsAvx512 = kCpuAvx512F;
+constexpr CpuFeatures kNeedsAvx2 = kCpuAvx2;
+
+// Zero-masked form: GCC 12's plain _mm512_shuffle_epi32 trips -Wmaybe-uninitialized in its own header.
+#define PULSE_PSHUFD512(v, imm) \
+  _mm512_maskz_shuffle_epi32(static_cast<__mmask16>(0xFFFF), (v), static_cast<_MM_PERM_ENUM>(imm))
+
+/// One stripe's contribution (libxxhash's XXH3_accumulate_512_avx512 without the final add).
+PULSE_XXH3_AVX512 __attribute__((always_inline)) inline __m512i stripe_avx512(const uint8_t* p, __m512i key) {
+  const __m512i data = _mm512_loadu_si512(p);
+  const __m512i data_key = _mm512_xor_si512(data, key);
+  const __m512i product = _mm512_mul_epu32(data_key, PULSE_PSHUFD512(data_key, _MM_SHUFFLE(0, 3, 0, 1)));
+  return _mm512_add_epi64(product, PULSE_PSHUFD512(data, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+PULSE_XXH3_AVX512 void accumulate_avx512(Xxh3LongState& state, const uint8_t* data, uint64_t blocks) {
+  __m512i key[kStripesPerBlock];  // all 16 stripe keys stay in registers (32 zmm)
+  for (uint64_t s = 0; s < kStripesPerBlock; ++s) key[s] = _mm512_loadu_si512(XXH3_kSecret + 8 * s);
+  const __m512i scramble_key = _mm512_loadu_si512(XXH3_kSecret + kScrambleKey);
+  const __m512i prime32 = _mm512_set1_epi32(static_cast<int>(XXH_PRIME32_1));
+  __m512i acc = _mm512_load_si512(state.acc);
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const uint8_t* p = data + b * kXxh3BlockBytes;
+    __m512i sum[4];
+    for (int j = 0; j < 4; ++j) sum[j] = stripe_avx512(p + 64 * j, key[j]);
+    for (uint64_t s = 4; s < kStripesPerBlock; ++s)
+      sum[s % 4] = _mm512_add_epi64(sum[s % 4], stripe_avx512(p + 64 * s, key[s]));
+    acc = _mm512_add_epi64(
+        acc, _mm512_add_epi64(_mm512_add_epi64(sum[0], sum[1]), _mm512_add_epi64(sum[2], sum[3])));
+    // Scramble (XXH3_scrambleAcc_avx512): acc ^= acc >> 47; acc ^= key; acc *= PRIME32_1.
+    const __m512i data_key =
+        _mm512_xor_si512(_mm512_xor_si512(acc, _mm512_srli_epi64(acc, 47)), scramble_key);
+    const __m512i prod_lo = _mm512_mul_epu32(data_key, prime32);
+    const __m512i prod_hi = _mm512_mul_epu32(PULSE_PSHUFD512(data_key, _MM_SHUFFLE(0, 3, 0, 1)), prime32);
+    acc = _mm512_add_epi64(prod_lo, _mm512_slli_epi64(prod_hi, 32));
+  }
+  _mm512_store_si512(state.acc, acc);
+}
+
+/// Half a stripe's contribution (libxxhash's XXH3_accumulate_512_avx2 without the final add).
+PULSE_XXH3_AVX2 __attribute__((always_inline)) inline __m256i stripe_avx2(const uint8_t* p,
+                                                                          const uint8_t* key) {
+  const __m256i data = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i data_key = _mm256_xor_si256(data, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key)));
+  const __m256i product = _mm256_mul_epu32(data_key, _mm256_shuffle_epi32(data_key, _MM_SHUFFLE(0, 3, 0, 1)));
+  return _mm256_add_epi64(product, _mm256_shuffle_epi32(data, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+PULSE_XXH3_AVX2 __attribute__((always_inline)) inline __m256i scramble_avx2(__m256i acc, const uint8_t* key,
+                                                                            __m256i prime32) {
+  const __m256i data_key = _mm256_xor_si256(_mm256_xor_si256(acc, _mm256_srli_epi64(acc, 47)),
+                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key)));
+  const __m256i prod_lo = _mm256_mul_epu32(data_key, prime32);
+  const __m256i prod_hi = _mm256_mul_epu32(_mm256_shuffle_epi32(data_key, _MM_SHUFFLE(0, 3, 0, 1)), prime32);
+  return _mm256_add_epi64(prod_lo, _mm256_slli_epi64(prod_hi, 32));
+}
+
+PULSE_XXH3_AVX2 void accumulate_avx2(Xxh3LongState& state, const uint8_t* data, uint64_t blocks) {
+  const __m256i prime32 = _mm256_set1_epi32(static_cast<int>(XXH_PRIME32_1));
+  __m256i acc0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(state.acc));
+  __m256i acc1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(state.acc + 4));
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const uint8_t* p = data + b * kXxh3BlockBytes;
+    // Lanes 0-3 (sum0*) and 4-7 (sum1*) of the stripes, even and odd stripes apart: four chains.
+    __m256i sum0a = stripe_avx2(p, XXH3_kSecret), sum1a = stripe_avx2(p + 32, XXH3_kSecret + 32);
+    __m256i sum0b = stripe_avx2(p + 64, XXH3_kSecret + 8), sum1b = stripe_avx2(p + 96, XXH3_kSecret + 40);
+    for (uint64_t s = 2; s < kStripesPerBlock; s += 2) {
+      const uint8_t* q = p + 64 * s;
+      const uint8_t* k = XXH3_kSecret + 8 * s;
+      sum0a = _mm256_add_epi64(sum0a, stripe_avx2(q, k));
+      sum1a = _mm256_add_epi64(sum1a, stripe_avx2(q + 32, k + 32));
+      sum0b = _mm256_add_epi64(sum0b, stripe_avx2(q + 64, k + 8));
+      sum1b = _mm256_add_epi64(sum1b, stripe_avx2(q + 96, k + 40));
+    }
+    acc0 = scramble_avx2(_mm256_add_epi64(acc0, _mm256_add_epi64(sum0a, sum0b)), XXH3_kSecret + kScrambleKey,
+                         prime32);
+    acc1 = scramble_avx2(_mm256_add_epi64(acc1, _mm256_add_epi64(sum1a, sum1b)),
+                         XXH3_kSecret + kScrambleKey + 32, prime32);
+  }
+  _mm256_store_si256(reinterpret_cast<__m256i*>(state.acc), acc0);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(state.acc + 4), acc1);
+}
+#endif
+
+using AccumulateFn = void (*)(Xxh3LongState&, const uint8_t*, uint64_t);
+
+/// The variants this CPU can run, fastest first (portable last), and the forced one.
+VariantSelector<KernelVariant<AccumulateFn>, 3>& selector() {
+  static VariantSelector<KernelVariant<AccumulateFn>, 3> s([](auto add) {
+#ifdef PULSE_KERNELS_X86
+    if (cpu_has(kNeedsAvx512)) add(KernelVariant<AccumulateFn>{accumulate_avx512, "avx512"});
+    if (cpu_has(kNeedsAvx2)) add(KernelVariant<AccumulateFn>{accumulate_avx2, "avx2"});
+#endif
+    add(KernelVariant<AccumulateFn>{accumulate_portable, "portable"});
+  });
+  return s;
+}
+
+}  // namespace
+
+void xxh3_long_accumulate(Xxh3LongState& state, const uint8_t* data, uint64_t blocks) {
+  if (blocks) selector().current().fn(state, data, blocks);
+}
+
+uint64_t xxh3_64bits(const void* data, uint64_t len) {
+  if (len < kXxh3LongMinBytes) return XXH3_64bits(data, static_cast<size_t>(len));
+  const auto* p = static_cast<const uint8_t*>(data);
+  Xxh3LongState state;
+  xxh3_long_init(state);
+  xxh3_long_accumulate(state, p, xxh3_long_block_bytes(len) / kXxh3BlockBytes);
+  return xxh3_long_finish(state, p, len);
+}
+
+const char* xxh3_long_isa() {
+  return selector().isa();
+}
+
+bool xxh3_long_supported(const char* isa) {
+  return selector().supported(isa);
+}
+
+bool xxh3_long_force(const char* isa) {
+  return selector().force(isa);
 }
 
 }  // namespace pulse::kernels

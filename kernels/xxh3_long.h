@@ -1,9 +1,12 @@
-// XXH3-64 of long inputs with the stripe accumulation done by the caller: the encoder's scan kernel
-// (kernels/diff_emit16.h) already holds every 64-byte stripe of base and target in registers, so it
-// accumulates them there instead of reading the block again for libxxhash (measured: hashing both
-// sides was ~15% of encode time at 7% density). Initial state, secret, the last partial block, the last
-// stripe and the final merge come from libxxhash itself (XXH3 spec, "hashLong"), so the value is
-// exactly XXH3_64bits (seed 0) of the input; tests compare the two.
+// XXH3-64 of long inputs (> 240 bytes) with the 1024-byte block loop done here on SIMD (AVX-512F, AVX2)
+// or by the caller. Debian's libxxhash runs its SSE2 code path (no run-time AVX2 dispatch in that build:
+// ~18 GB/s in L2 on an AVX-512 EPYC), so the weight hashes of sync/ (tensor_hash, the apply pass) use
+// xxh3_64bits / xxh3_long_accumulate below. The encoder's scan kernel (kernels/diff_emit16.h) already holds
+// every 64-byte stripe of base and target in registers, so it accumulates them there instead of reading
+// the block again (measured: hashing both sides was ~15% of encode time at 7% density). Initial state,
+// secret, the last partial block, the last stripe and the final merge come from libxxhash itself (XXH3
+// spec, "hashLong"), so every value is exactly XXH3_64bits (seed 0) of the input; tests compare the two
+// for every variant.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +18,7 @@ struct alignas(64) Xxh3LongState {
   uint64_t acc[8];
 };
 
-/// Inputs longer than this use the long-input algorithm (XXH3 hashes shorter ones differently).
+/// Inputs of at least this many bytes use the long-input algorithm (XXH3 hashes shorter ones differently).
 constexpr uint64_t kXxh3LongMinBytes = 241;
 /// Bytes per accumulation block: 16 stripes of 64 bytes, a scramble after each block.
 constexpr uint64_t kXxh3BlockBytes = 1024;
@@ -39,5 +42,27 @@ uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t l
 
 /// Portable reference of the caller's part (tests): accumulates the block at `block` (1024 bytes).
 void xxh3_long_accumulate_block(Xxh3LongState& state, const uint8_t* block);
+
+/// Accumulates the `blocks` consecutive 1024-byte blocks at `data` (any alignment) into `state`: per block
+/// its 16 stripes, then the scramble (XXH3 spec, "hashLong": the block loop of libxxhash's
+/// XXH3_hashLong_internal_loop). Runs the variant xxh3_long_isa() names; every variant leaves the same
+/// state, bit for bit (that of xxh3_long_accumulate_block block by block). Reentrant.
+void xxh3_long_accumulate(Xxh3LongState& state, const uint8_t* data, uint64_t blocks);
+
+/// XXH3_64bits(data, len) (seed 0) for any len (data may be null when len is 0): inputs of at least
+/// kXxh3LongMinBytes through xxh3_long_accumulate and xxh3_long_finish, shorter ones straight to
+/// libxxhash. Reentrant.
+uint64_t xxh3_64bits(const void* data, uint64_t len);
+
+/// Which xxh3_long_accumulate variant runs now: "avx512" (AVX-512F), "avx2" or "portable".
+const char* xxh3_long_isa();
+
+/// Whether this CPU (and this build) can run the xxh3_long_accumulate variant `isa`.
+bool xxh3_long_supported(const char* isa);
+
+/// Makes the whole process run the xxh3_long_accumulate variant `isa` ("avx512", "avx2", "portable";
+/// nullptr: the CPU's fastest again). Returns false (and changes nothing) when this CPU cannot run it.
+/// Tests and benchmarks; thread safe (calls already running keep their variant).
+bool xxh3_long_force(const char* isa);
 
 }  // namespace pulse::kernels

@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include <xxhash.h>
+
 #include "bench/kernels/kernels_report.h"
 #include "kernels/diff_emit16.h"
 #include "kernels/loco_gate.h"
@@ -112,13 +114,60 @@ nlohmann::json bench_gate(uint64_t n, int reps) {
   return rows;
 }
 
+/// XXH3-64 per xxh3_long variant (and libxxhash's XXH3_64bits, as this build links it) vs memcpy of the
+/// same bytes: over the whole 2 n-byte input (memory), and over one 64 KiB block hashed again and again
+/// (in cache: the apply pass hashes its 64 KiB blocks right after writing them).
+nlohmann::json bench_xxh3(uint64_t n, int reps) {
+  namespace k = pulse::kernels;
+  std::mt19937_64 rng(3);
+  std::vector<uint8_t> src(2 * n), dst(2 * n);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  constexpr uint64_t kBlock = 64 << 10;
+  const uint64_t block_reps = std::max<uint64_t>(1, (uint64_t{16} << 20) / kBlock);  // 16 MiB per timing
+  nlohmann::json rows = nlohmann::json::array();
+  const uint64_t want = XXH3_64bits(src.data(), src.size());
+  for (const char* isa : {"avx512", "avx2", "portable", "libxxhash"}) {
+    const bool lib = std::strcmp(isa, "libxxhash") == 0;
+    if (!lib && !k::xxh3_long_force(isa)) {
+      rows.push_back({{"variant", isa}, {"skipped", "this CPU cannot run it"}});
+      continue;
+    }
+    const auto hash = [&](const uint8_t* p, uint64_t len) {
+      return lib ? XXH3_64bits(p, len) : k::xxh3_64bits(p, len);
+    };
+    for (bool cached : {false, true}) {
+      const uint64_t len = cached ? std::min<uint64_t>(kBlock, src.size()) : src.size();
+      const uint64_t times = cached ? block_reps : 1;
+      double best = 1e30, best_copy = 1e30;
+      uint64_t got = 0;
+      for (int rep = 0; rep < reps; ++rep) {
+        auto t0 = std::chrono::steady_clock::now();
+        for (uint64_t i = 0; i < times; ++i) std::memcpy(dst.data(), src.data() + (i & 1), len);
+        best_copy = std::min(best_copy, seconds_since(t0));
+        t0 = std::chrono::steady_clock::now();
+        for (uint64_t i = 0; i < times; ++i) got += hash(src.data() + (i & 1), len);
+        best = std::min(best, seconds_since(t0));
+      }
+      auto r = row(isa, 0.0, best, best_copy, static_cast<double>(len * times));
+      r["variant"] = std::string(isa) + (cached ? " (64 KiB, cached)" : " (memory)");
+      if (!cached) r["matches_libxxhash"] = hash(src.data(), src.size()) == want;
+      (void)got;
+      rows.push_back(r);
+    }
+  }
+  k::xxh3_long_force(nullptr);
+  return rows;
+}
+
 }  // namespace
 
 nlohmann::json run_cpu_kernels_bench(const KernelsBenchOptions& o) {
   return {{"diff_emit16", bench_emit(o.elements, o.reps)},
           {"diff_emit16_default", pulse::kernels::diff_emit16_isa()},
           {"loco_gate", bench_gate(std::min<uint64_t>(o.elements, uint64_t{1} << 32), o.reps)},
-          {"loco_gate_default", pulse::kernels::loco_gate_isa()}};
+          {"loco_gate_default", pulse::kernels::loco_gate_isa()},
+          {"xxh3_long", bench_xxh3(o.elements, o.reps)},
+          {"xxh3_long_default", pulse::kernels::xxh3_long_isa()}};
 }
 
 nlohmann::json run_kernels_bench(const KernelsBenchOptions& o) {
@@ -152,13 +201,18 @@ std::string kernels_bench_table(const nlohmann::json& r) {
       const double ratio = x.contains("ratio") ? x["ratio"].get<double>() : x.value("ratio_to_copy", 0.0);
       std::snprintf(line, sizeof line, "%-28s %7.2f%% %9.3f %9.2f %11.2f %7.2f%s\n", name.c_str(),
                     x.value("changed_pct", 0.0), x.value("ms", 0.0), x.value("gbps", 0.0), copy, ratio,
-                    x.contains("matches_cpu") ? (x["matches_cpu"].get<bool>() ? "  = cpu" : "  != CPU") : "");
+                    x.contains("matches_cpu") ? (x["matches_cpu"].get<bool>() ? "  = cpu" : "  != CPU")
+                    : x.contains("matches_libxxhash")
+                        ? (x["matches_libxxhash"].get<bool>() ? "  = libxxhash" : "  != LIBXXHASH")
+                        : "");
       s += line;
     }
   };
   if (r["cpu"].contains("diff_emit16")) {
     rows("CPU diff_emit16 (1 thread, GB/s of the target, vs memcpy of it)", r["cpu"]["diff_emit16"]);
     rows("CPU loco_gate (1 thread, GB/s of g + l + r, vs memcpy of them)", r["cpu"]["loco_gate"]);
+    if (r["cpu"].contains("xxh3_long"))
+      rows("CPU xxh3_64bits (1 thread, GB/s of the input, vs memcpy of it)", r["cpu"]["xxh3_long"]);
   }
   const auto& g = r["gpu"];
   if (!g.value("available", false)) {

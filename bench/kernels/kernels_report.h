@@ -1,6 +1,7 @@
 // `pulse bench kernels`: the hot kernels' speed on this machine against a copy measured in the same run,
 // as one JSON object (or a table). CPU: every variant of the BF16 diff-and-emit scan (kernels/diff_emit16.h,
-// at ~7% and ~1% changed) and of the PULSELoCo gate (kernels/loco_gate.h) vs a memcpy of the same input,
+// at ~7% and ~1% changed), of the PULSELoCo gate (kernels/loco_gate.h) and of XXH3-64 (kernels/xxh3_long.h)
+// vs a memcpy of the same input,
 // as bench/kernels_bench.cpp measures them. GPU (a PULSE_CUDA build on a machine with a CUDA device):
 // the CUDA kernels (kernels/*_cuda.h) vs a device-to-device cudaMemcpy, each output compared with its
 // CPU reference. Torch-free.
@@ -20,9 +21,10 @@ struct KernelsBenchOptions {
   bool gpu = true;                        ///< run the CUDA kernels (when built with them and a GPU is there)
 };
 
-/// The CPU part: {"diff_emit16": [...], "loco_gate": [...]} with, per variant and density, ms, GB/s of the
-/// kernel's input, memcpy GB/s of the same bytes in the same run and their ratio
-/// (bench/kernels/cpu_bench.cpp).
+/// The CPU part: {"diff_emit16": [...], "loco_gate": [...], "xxh3_long": [...]} with, per variant and
+/// density (xxh3_long: per variant plus libxxhash, over the whole 2 x elements bytes and over one 64 KiB
+/// block hashed repeatedly in cache), ms, GB/s of the kernel's input, memcpy GB/s of the same bytes in the
+/// same run and their ratio (bench/kernels/cpu_bench.cpp).
 nlohmann::json run_cpu_kernels_bench(const KernelsBenchOptions& options);
 
 /// The GPU part: {"available": false, "reason": ...} without a CUDA build or device; otherwise the device,
