@@ -214,7 +214,8 @@ void to_json(json& j, const SyncReport& s) {
            {"bytes", s.bytes},       {"fetch_ms", s.fetch_ms},
            {"apply_ms", s.apply_ms}, {"total_ms", s.total_ms},
            {"load_ms", s.load_ms},   {"used_anchor", s.used_anchor},
-           {"rejected", s.rejected}, {"prefetched", s.prefetched}};
+           {"rejected", s.rejected}, {"prefetched", s.prefetched},
+           {"load", s.load},         {"load_reason", s.load_reason}};
 }
 
 void from_json(const json& j, SyncReport& s) {
@@ -228,6 +229,8 @@ void from_json(const json& j, SyncReport& s) {
   get_field(j, "used_anchor", s.used_anchor);
   get_field(j, "rejected", s.rejected);
   get_field(j, "prefetched", s.prefetched);
+  get_optional(j, "load", s.load);
+  get_optional(j, "load_reason", s.load_reason);
 }
 
 void to_json(json& j, const WorkerReport& r) {

@@ -93,6 +93,11 @@ struct SyncReport {
   bool used_anchor = false;
   uint64_t rejected = 0;    ///< patches the replica refused (then repaired from an anchor)
   bool prefetched = false;  ///< the patch came from the background prefetch
+  /// How the model's parameters were brought to the new version (app/device_weights.h weight_load_name):
+  /// "device_patch" (the sync's patches applied on the GPU), "full_copy" (every tensor copied from the
+  /// replica) or "none". Optional on the wire (absent = "none").
+  std::string load = "none";
+  std::string load_reason;  ///< why a full copy (e.g. "the model's parameters are on cpu"); optional
 };
 
 /// A worker's answer to one job.

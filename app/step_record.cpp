@@ -43,6 +43,8 @@ nlohmann::json StepRecord::to_json() const {
                      {"train_ms", train_ms},
                      {"generate_wait_ms", generate_wait_ms},
                      {"prefetched_workers", prefetched_workers},
+                     {"device_patch_loads", device_patch_loads},
+                     {"full_copy_loads", full_copy_loads},
                      {"step_ms", step_ms},
                      {"worker_versions", worker_versions},
                      {"bit_identical", bit_identical},

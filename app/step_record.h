@@ -31,6 +31,8 @@ struct StepRecord {
   double encode_ms = 0, transfer_ms = 0, apply_ms = 0, load_ms = 0, generate_ms = 0, train_ms = 0;
   double generate_wait_ms = 0, step_ms = 0;
   int64_t prefetched_workers = 0;                   ///< workers whose patch came from their prefetch
+  int64_t device_patch_loads = 0;                   ///< worker syncs that patched the model on its GPU
+  int64_t full_copy_loads = 0;                      ///< worker syncs that copied in the whole replica
   std::map<std::string, uint64_t> worker_versions;  ///< worker id -> version it holds
   bool bit_identical = true;                        ///< every worker's root hash matched the trainer's
   double elapsed_s = 0;                             ///< wall time of the run so far (across resumes)

@@ -429,6 +429,8 @@ StepRecord Trainer::step(int64_t s) {
     r.load_ms = std::max(r.load_ms, reports[w].sync.load_ms);
     r.worker_versions[reports[w].worker_id] = reports[w].version;
     if (reports[w].sync.prefetched) ++r.prefetched_workers;
+    if (reports[w].sync.load == "device_patch") ++r.device_patch_loads;
+    if (reports[w].sync.load == "full_copy") ++r.full_copy_loads;
   }
   const FleetEvents ev = fleet_->take_events();  // joins, drops and reassigned prompts during the step
   r.extra["live_workers"] = ev.live;

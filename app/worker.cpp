@@ -18,6 +18,7 @@
 
 #include "app/control.h"
 #include "app/device.h"
+#include "app/device_weights.h"
 #include "app/job.h"
 #include "app/setup.h"
 #include "model/chat_template.h"
@@ -154,7 +155,9 @@ class WorkerSession {
     model::ModelConfig mc = model::ModelConfig::from_hf_json(mc_path);
     policy_ = model::Transformer(mc, boot_.settings.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32);
     // The trainer's run.device, resolved here: worker threads of `pulse run` share the trainer's GPU
-    // (same LOCAL_RANK); the replica's BF16 bytes stay in host memory and are copied in at each sync.
+    // (same LOCAL_RANK); the replica's BF16 bytes stay in host memory. BF16 parameters on a GPU take each
+    // sync's patches on the device; otherwise, and after an anchor or a failed device apply, the replica
+    // is copied in whole (app/device_weights.h).
     c10::Device device(c10::DeviceType::CPU);
     try {
       device = resolve_device(boot_.settings.device, local_rank_from_env());
@@ -163,6 +166,7 @@ class WorkerSession {
     }
     if (!device.is_cpu()) policy_->to(device);
     policy_->eval();
+    loader_ = std::make_unique<ModelWeightLoader>(*policy_);
     tmpl_ = model::PromptTemplate::preset(boot_.settings.chat_template);
     sync::HttpClientOptions patch_opts;
     patch_opts.url = reachable_patch_url(boot_.patch_url, o.control_url);
@@ -182,10 +186,16 @@ class WorkerSession {
   const RegisterReply& boot() const { return boot_; }
   const std::string& patch_source() const { return patch_from_; }
   uint64_t version() const { return replica_.version(); }
+  /// How syncs reach the model: "device patches" or "full copies (<why not device patches>)".
+  std::string weight_path() const {
+    return loader_->unusable_reason().empty() ? "device patches"
+                                              : "full copies (" + loader_->unusable_reason() + ")";
+  }
   void stop() { patches_->stop(); }
 
-  /// Sync to the job's version (fetch, validate, apply, confirm the root hash, set the model's weights);
-  /// returns the sync-only report (share -1).
+  /// Sync to the job's version (fetch, validate, apply, confirm the root hash), then bring the model's
+  /// parameters there (ModelWeightLoader: the same patches on the device, or a full copy); returns the
+  /// sync-only report (share -1). A failed device apply is logged as a warning and repaired by a copy.
   WorkerReport sync(const Job& job) {
     WorkerReport report;
     report.worker = boot_.index;
@@ -195,12 +205,17 @@ class WorkerSession {
     const uint64_t hits_before = patches_->hits();
     sync::WorkerReplica::SyncStats st = replica_.sync_to(*patches_, job.version);
     const double sync_ms = ms_since(t0);
-    double load_ms = 0;
-    if (st.steps > 0) {
-      auto t1 = std::chrono::steady_clock::now();
-      set_model_weights(*policy_, replica_.views());
-      load_ms = ms_since(t1);
-    }
+    const auto t1 = std::chrono::steady_clock::now();
+    const ModelWeightLoader::Result loaded = loader_->load(replica_, st);
+    const double load_ms = loaded.load == WeightLoad::None ? 0 : ms_since(t1);
+    if (!loaded.failure.empty())
+      log_.event(json{{"event", "device_apply_failed"},
+                      {"worker", boot_.worker_id},
+                      {"version", replica_.version()},
+                      {"reason", loaded.failure}},
+                 "worker " + boot_.worker_id + ": version " + std::to_string(replica_.version()) + ": " +
+                     loaded.failure + "; the whole model was copied from the replica instead",
+                 true);
     report.version = replica_.version();
     report.root_hash = sync::hash_hex(replica_.root_hash());
     report.sync.from = st.from;
@@ -210,6 +225,8 @@ class WorkerSession {
     report.sync.apply_ms = st.apply_ms;
     report.sync.total_ms = sync_ms;
     report.sync.load_ms = load_ms;
+    report.sync.load = weight_load_name(loaded.load);
+    report.sync.load_reason = loaded.reason;
     report.sync.used_anchor = st.used_anchor;
     report.sync.rejected = static_cast<uint64_t>(st.rejected);
     report.sync.prefetched = patches_->hits() > hits_before;
@@ -247,13 +264,15 @@ class WorkerSession {
                     {"fetch_ms", s.fetch_ms},
                     {"apply_ms", s.apply_ms},
                     {"load_ms", s.load_ms},
+                    {"load", s.load},
                     {"anchor", s.used_anchor},
                     {"root_hash", r.root_hash},
                     {"root_hash_ok", true}},
                "worker " + boot_.worker_id + ": version " + std::to_string(s.to) + " applied (from " +
                    std::to_string(s.from) + (s.used_anchor ? ", via an anchor" : "") + "): " +
                    std::to_string(s.bytes) + " bytes in " + std::to_string(static_cast<int64_t>(s.total_ms)) +
-                   " ms; root hash " + r.root_hash + " matches the trainer's");
+                   " ms; root hash " + r.root_hash + " matches the trainer's; model loaded by " + s.load +
+                   (s.load_reason.empty() ? "" : " (" + s.load_reason + ")"));
   }
 
   const WorkerLoopOptions& o_;
@@ -262,6 +281,7 @@ class WorkerSession {
   Scratch scratch_;
   std::unique_ptr<model::Tokenizer> tok_;
   model::Transformer policy_{nullptr};
+  std::unique_ptr<ModelWeightLoader> loader_;  ///< keeps policy_'s parameters at replica_'s weights
   model::PromptTemplate tmpl_;
   std::unique_ptr<sync::PatchClient> client_;
   std::unique_ptr<sync::FsPatchSource> folder_;
@@ -376,11 +396,12 @@ void worker_loop(const WorkerLoopOptions& o) {
                    {"worker", boot.worker_id},
                    {"slot", boot.index},
                    {"trainer", o.control_url},
-                   {"lease_s", boot.lease_s}},
+                   {"lease_s", boot.lease_s},
+                   {"weights", session.weight_path()}},
               "worker " + boot.worker_id + ": registered with " + o.control_url + " (slot " +
                   std::to_string(boot.index) + ", lease " +
                   std::to_string(static_cast<int64_t>(boot.lease_s)) + " s); patches from " +
-                  session.patch_source());
+                  session.patch_source() + ", into the model by " + session.weight_path());
     SessionEnd end;
     std::string why;
     {

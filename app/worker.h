@@ -1,5 +1,6 @@
 // An inference worker: its own BF16 weights (sync::WorkerReplica), its own model instance whose parameters
-// are set from those weights after every applied patch, and the loop over the trainer's jobs.
+// follow those weights after every sync (app/device_weights.h: the same patches applied on a GPU, or a
+// full copy), and the loop over the trainer's jobs.
 #pragma once
 #include <atomic>
 #include <string>
@@ -23,8 +24,8 @@ struct WorkerLoopOptions {
 
 /// Registers (retrying while the trainer is not up yet or the run is full, for register_wait_s), then runs
 /// jobs until the trainer posts "stop": for each job, sync the replica to the job's version over PULSESync
-/// (fetch, validate, apply, confirm the root hash), set the model's parameters from the BF16 buffers, and
-/// for "generate" jobs sample + grade each share of rollouts with rl::collect_rollouts, one report per
+/// (fetch, validate, apply, confirm the root hash), bring the model's parameters there (ModelWeightLoader),
+/// and for "generate" jobs sample + grade each share of rollouts with rl::collect_rollouts, one report per
 /// share (a sync-only job: one report). A heartbeat thread renews the lease every lease_s / 3. When the
 /// trainer is lost (network errors past the retries) or drops this worker (410), and `reconnect` is set,
 /// it registers again with a fresh session (a resumed trainer on the same port is found again). On a job

@@ -22,14 +22,17 @@
 #   bench     build-gpu/pulse bench kernels --json
 #   grpo      a few GRPO steps of the embedded default on the GPU: configs/default.toml shortened (60 SFT
 #             steps, 4 GRPO steps, no Pass@1) with --set run.device=cuda; per-step times, bit_identical
-#             (every worker's root hash == the trainer's) and worker versions go into the JSON
+#             (every worker's root hash == the trainer's), worker versions and how many worker syncs
+#             patched the model on the GPU / copied it whole (device_patch_loads, full_copy_loads) go
+#             into the JSON
 #   grpo_verify  offline root-hash check of the GPU run's weights: pulse sync diff (checkpoint 0 -> last),
 #             apply, verify (host code, exit 0 = the applied weights are the patch's target)
 #   grpo_cpu  the same run with run.device=cpu, for the step-time comparison (when >= 90 s are left)
 #             PULSE_GPU_CHECK_GRPO_PULSE (default build-gpu/pulse) and PULSE_GPU_CHECK_GRPO_DEVICE (default
 #             cuda) let a machine without a GPU try this path: =build/pulse and =cpu
 #   device_tests  when >= 200 s are left: build test_rl and test_app in build-gpu and run their GPU tests
-#             (test_rl "[gpu]": GRPO, MasterAdam on CUDA; test_app "[device]": a tiny run on cuda + resume)
+#             (test_rl "[gpu]": GRPO, MasterAdam on CUDA; test_app "[device]": a tiny run on cuda + resume,
+#             worker patches applied on the GPU against the host replica)
 # Without a GPU it says so in the JSON ("gpu": false, with the reason) and exits 0 after the steps that
 # need none (environment, the prebuilt tests, which then skip with a message).
 set -uo pipefail
@@ -277,6 +280,7 @@ def grpo_run(name):
             "median_step_ms": st[len(st) // 2], "train_ms": col("train_ms"), "generate_ms": col("generate_ms"),
             "encode_ms": col("encode_ms"), "apply_ms": col("apply_ms"), "tokens_per_s": col("tokens_per_s"),
             "bit_identical": col("bit_identical"), "worker_versions": col("worker_versions"),
+            "device_patch_loads": col("device_patch_loads"), "full_copy_loads": col("full_copy_loads"),
             "patch_bytes": col("patch_bytes"), "changed_fraction": col("changed_fraction"),
             "reward_mean": col("reward_mean"), "bit_identical_every_step": summ.get("bit_identical_every_step"),
             "wall_seconds": summ.get("wall_seconds"), "sft_seconds": state.get("sft_seconds"),
@@ -290,6 +294,8 @@ out["grpo_summary"] = {
     "bit_identical_every_step": (out["grpo"] or {}).get("bit_identical_every_step"),
     "root_hash_verify_ok": gv.get("status") == "ran" and gv.get("rc") == 0,
     "median_step_ms": (out["grpo"] or {}).get("median_step_ms"),
+    "worker_syncs_device_patch": sum(x or 0 for x in (out["grpo"] or {}).get("device_patch_loads", [])),
+    "worker_syncs_full_copy": sum(x or 0 for x in (out["grpo"] or {}).get("full_copy_loads", [])),
     "median_step_ms_cpu": (out["grpo_cpu"] or {}).get("median_step_ms"),
     "reason": None if out["grpo"] else (steps.get("grpo", {}).get("log_tail") or "not run"),
 }

@@ -1,0 +1,288 @@
+// A worker's model parameters at its replica's weights (app/device_weights.h): the path choice (CPU), a
+// CPU model always fully copied and equal to the replica (CPU), and on a GPU a real worker sequence whose
+// patches go to the device parameters, byte-equal to the host replica after every sync, with the anchor,
+// FP32 and failed-apply fallbacks (skipped with a message without CUDA).
+#include <torch/cuda.h>
+#include <torch/torch.h>
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "app/device_weights.h"
+#include "model/transformer.h"
+#include "sync/gpu_encode.h"
+#include "sync/hash.h"
+#include "sync/transport_source.h"
+#include "sync/version_store.h"
+#include "sync/worker_replica.h"
+#include "tests/rl/toy_grpo_task.h"
+#include "tests/sync/test_transport_util.h"
+
+using namespace pulse;
+using app::WeightLoad;
+
+namespace {
+
+/// The trainer's side: BF16 bit patterns named and shaped like a model's parameters, changed sparsely.
+struct TrainerWeights {
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::vector<uint16_t>> data;
+  std::mt19937_64 rng{7};
+
+  explicit TrainerWeights(model::TransformerImpl& m) {
+    for (const auto& item : m.named_parameters(true)) {
+      at::Tensor t = item.value().detach().to(torch::kCPU, torch::kBFloat16).contiguous();
+      names.push_back(item.key());
+      shapes.push_back(t.sizes().vec());
+      std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
+      std::memcpy(bits.data(), t.data_ptr(), 2 * bits.size());
+      data.push_back(std::move(bits));
+    }
+  }
+  /// About 2% of every tensor's elements get a new finite BF16 value (at least one each).
+  void step() {
+    for (auto& t : data) {
+      const size_t changes = std::max<size_t>(1, t.size() / 50);
+      for (size_t k = 0; k < changes; ++k) {
+        const size_t i = static_cast<size_t>(rng() % t.size());
+        uint16_t v = t[i];
+        while (v == t[i])
+          v = static_cast<uint16_t>(((rng() & 1) << 15) | ((118 + rng() % 10) << 7) | (rng() & 0x7f));
+        t[i] = v;
+      }
+    }
+  }
+  std::vector<sync::TensorView> views() const {
+    std::vector<sync::TensorView> out;
+    for (size_t i = 0; i < names.size(); ++i)
+      out.push_back(sync::TensorView{names[i], sync::DType::BF16, shapes[i],
+                                     reinterpret_cast<const uint8_t*>(data[i].data()), 2 * data[i].size()});
+    return out;
+  }
+};
+
+/// The model's parameters as BF16 bytes on the host, by name.
+std::map<std::string, std::vector<uint8_t>> param_bytes(model::TransformerImpl& m) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& item : m.named_parameters(true)) {
+    at::Tensor t = item.value().detach().to(torch::kCPU, torch::kBFloat16).contiguous();
+    const auto* p = static_cast<const uint8_t*>(t.data_ptr());
+    out[item.key()] = std::vector<uint8_t>(p, p + 2 * t.numel());
+  }
+  return out;
+}
+
+/// Every replica tensor equals the model parameter of that name, byte for byte (and no name is missing).
+bool same_as_replica(model::TransformerImpl& m, const sync::WorkerReplica& replica) {
+  const auto params = param_bytes(m);
+  const auto views = replica.views();
+  if (params.size() != views.size()) return false;
+  for (const auto& v : views) {
+    const auto it = params.find(v.name);
+    if (it == params.end() || it->second.size() != v.nbytes ||
+        std::memcmp(it->second.data(), v.data, v.nbytes) != 0)
+      return false;
+  }
+  return true;
+}
+
+/// Patches one version at a time (so a sync 2 -> 4 hands over two blobs).
+class OneStepSource : public sync::LocalPatchSource {
+ public:
+  using LocalPatchSource::LocalPatchSource;
+  bool serves_composed() const override { return false; }
+};
+
+sync::WorkerReplica::SyncStats stats_from(uint64_t from, bool anchor, size_t patches) {
+  sync::WorkerReplica::SyncStats st;
+  st.from = from;
+  st.used_anchor = anchor;
+  st.steps = static_cast<int>(patches + (anchor ? 1 : 0));
+  st.applied_patches.assign(patches, std::vector<uint8_t>{1, 2, 3});
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE("the weight load path: device patches only from a known base without an anchor", "[app][device]") {
+  const app::DeviceWeightState at3{true, 3, 0xabc};
+  // Already there: nothing to do, whatever the parameters are.
+  auto c =
+      app::choose_weight_load("the model's parameters are on cpu", at3, stats_from(3, false, 0), 3, 0xabc);
+  CHECK(c.load == WeightLoad::None);
+  CHECK(c.reason.empty());
+  // Usable parameters, known at the sync's base, patches handed over: on the device.
+  c = app::choose_weight_load("", at3, stats_from(3, false, 2), 5, 0xdef);
+  CHECK(c.load == WeightLoad::DevicePatch);
+  CHECK(c.reason.empty());
+  // A CPU model: a full copy, naming why.
+  c = app::choose_weight_load("the model's parameters are on cpu", at3, stats_from(3, false, 2), 5, 0xdef);
+  CHECK(c.load == WeightLoad::FullCopy);
+  CHECK(c.reason == "the model's parameters are on cpu");
+  // Unknown state (first sync, or a failed load).
+  c = app::choose_weight_load("", app::DeviceWeightState{}, stats_from(0, true, 0), 0, 0x1);
+  CHECK(c.load == WeightLoad::FullCopy);
+  CHECK(c.reason == "the device weights are not known to be at a version yet");
+  // An anchor in the sync.
+  c = app::choose_weight_load("", at3, stats_from(3, true, 1), 10, 0x2);
+  CHECK(c.load == WeightLoad::FullCopy);
+  CHECK(c.reason == "the sync applied an anchor");
+  // The device is not at the sync's base.
+  c = app::choose_weight_load("", at3, stats_from(4, false, 1), 5, 0x2);
+  CHECK(c.load == WeightLoad::FullCopy);
+  CHECK(c.reason == "the device weights are at version 3, the sync started at 4");
+  // Same version but another root: not "already there".
+  c = app::choose_weight_load("", app::DeviceWeightState{true, 3, 0x999}, stats_from(3, false, 0), 3, 0xabc);
+  CHECK(c.load == WeightLoad::FullCopy);
+  CHECK(c.reason == "the sync handed over no patches");
+  CHECK(std::string(app::weight_load_name(WeightLoad::DevicePatch)) == "device_patch");
+  CHECK(std::string(app::weight_load_name(WeightLoad::FullCopy)) == "full_copy");
+  CHECK(std::string(app::weight_load_name(WeightLoad::None)) == "none");
+}
+
+TEST_CASE("a CPU model is fully copied at every sync and equals the replica", "[app][device]") {
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat32}) {
+    INFO("dtype " << c10::toString(dtype));
+    torch::manual_seed(3);
+    model::Transformer trainer_model(test::toy_config(), torch::kFloat32);
+    TrainerWeights tw(*trainer_model);
+    sync::VersionStore store("", sync::RetentionPolicy{100, 2}, test::test_codec());
+    store.publish(0, tw.views());
+    sync::LocalPatchSource source(store);
+    sync::WorkerReplica replica("w-cpu");
+    model::Transformer m(test::toy_config(), dtype);
+    app::ModelWeightLoader loader(*m);
+    CHECK(loader.unusable_reason() == "the model's parameters are on cpu");
+    CHECK_FALSE(loader.state().known);
+
+    auto st = replica.sync_to(source, 0);
+    auto r = loader.load(replica, st);
+    CHECK(r.load == WeightLoad::FullCopy);
+    CHECK(r.reason == "the model's parameters are on cpu");
+    CHECK(r.failure.empty());
+    CHECK(loader.state().known);
+    CHECK(loader.state().version == 0);
+    CHECK(loader.state().root == replica.root_hash());
+    CHECK(same_as_replica(*m, replica));
+
+    for (uint64_t v = 1; v <= 2; ++v) {
+      tw.step();
+      store.publish(v, tw.views());
+    }
+    st = replica.sync_to(source, 2);
+    REQUIRE(st.applied_patches.size() == 1);
+    r = loader.load(replica, st);
+    CHECK(r.load == WeightLoad::FullCopy);
+    CHECK(r.patch_bytes == 0);
+    CHECK(loader.state().version == 2);
+    CHECK(same_as_replica(*m, replica));
+
+    st = replica.sync_to(source, 2);  // nothing new
+    r = loader.load(replica, st);
+    CHECK(r.load == WeightLoad::None);
+    CHECK(same_as_replica(*m, replica));
+  }
+}
+
+TEST_CASE("GPU: a worker's patches applied to its CUDA parameters equal the host replica after every sync",
+          "[app][device][gpu]") {
+  std::string why;
+  if (!torch::cuda::is_available() || !sync::cuda_encode_available(&why)) {
+    WARN("skipped: no CUDA device, a LibTorch without CUDA or a build without PULSE_CUDA ("
+         << (torch::cuda::is_available() ? why : "torch::cuda::is_available() is false") << ")");
+    return;
+  }
+  const torch::Device cuda(torch::kCUDA, 0);
+  torch::manual_seed(5);
+  model::Transformer trainer_model(test::toy_config(), torch::kFloat32);
+  TrainerWeights tw(*trainer_model);
+  sync::VersionStore store("", sync::RetentionPolicy{4, 2}, test::test_codec());
+  store.publish(0, tw.views());
+  OneStepSource one_step(store);
+  sync::LocalPatchSource composed(store);
+  sync::WorkerReplica replica("w-gpu");
+  model::Transformer m(test::toy_config(), torch::kBFloat16);
+  m->to(cuda);
+  app::ModelWeightLoader loader(*m);
+  INFO(loader.unusable_reason());
+  REQUIRE(loader.unusable_reason().empty());
+
+  // Bootstrap from the anchor: a full copy, then the state is known.
+  auto st = replica.sync_to(composed, 0);
+  auto r = loader.load(replica, st);
+  CHECK(r.load == WeightLoad::FullCopy);
+  CHECK(r.reason == "the device weights are not known to be at a version yet");
+  CHECK(same_as_replica(*m, replica));
+
+  // One-step patches (one or two per sync) and composed ones: all on the device, equal bytes each time.
+  uint64_t v = 0;
+  for (int sync_no = 0; sync_no < 6; ++sync_no) {
+    const int versions = 1 + sync_no % 2;
+    for (int k = 0; k < versions; ++k) {
+      tw.step();
+      store.publish(++v, tw.views());
+    }
+    st = replica.sync_to(sync_no < 3 ? static_cast<sync::PatchSource&>(one_step) : composed, v);
+    INFO("sync " << sync_no << " to version " << v);
+    REQUIRE_FALSE(st.used_anchor);
+    uint64_t handed = 0;
+    for (const auto& b : st.applied_patches) handed += b.size();
+    r = loader.load(replica, st);
+    CHECK(r.load == WeightLoad::DevicePatch);
+    CHECK(r.failure.empty());
+    CHECK(r.patch_bytes == handed);
+    CHECK(loader.state().version == v);
+    CHECK(loader.state().root == replica.root_hash());
+    CHECK(replica.root_hash() == store.head().root_hash);
+    CHECK(same_as_replica(*m, replica));
+  }
+
+  // A device tensor goes bad behind the loader's back: the next patch (which changes every tensor) fails
+  // its target hash on the device, is rolled back, and the full copy repairs the parameters.
+  {
+    torch::NoGradGuard no_grad;
+    auto norm = m->named_parameters(true)["model.norm.weight"];
+    norm.add_(1.0);  // every element: a patch that rewrites some of them cannot repair it by chance
+  }
+  tw.step();
+  store.publish(++v, tw.views());
+  st = replica.sync_to(composed, v);
+  r = loader.load(replica, st);
+  CHECK(r.load == WeightLoad::FullCopy);
+  INFO(r.failure);
+  CHECK(r.failure.find("device patch apply failed") == 0);
+  CHECK(r.failure.find("model.norm.weight") != std::string::npos);
+  CHECK(same_as_replica(*m, replica));
+  CHECK(loader.state().version == v);
+
+  // Its base retired: the replica takes an anchor, the device gets a full copy, then patches again.
+  store.forget_worker("w-gpu");
+  for (int k = 0; k < 9; ++k) {
+    tw.step();
+    store.publish(++v, tw.views());
+  }
+  st = replica.sync_to(composed, v);
+  REQUIRE(st.used_anchor);
+  r = loader.load(replica, st);
+  CHECK(r.load == WeightLoad::FullCopy);
+  CHECK(r.reason == "the sync applied an anchor");
+  CHECK(same_as_replica(*m, replica));
+  tw.step();
+  store.publish(++v, tw.views());
+  st = replica.sync_to(composed, v);
+  r = loader.load(replica, st);
+  CHECK(r.load == WeightLoad::DevicePatch);
+  CHECK(same_as_replica(*m, replica));
+
+  // An FP32 model on the GPU: full copies, naming the dtype.
+  model::Transformer fp32(test::toy_config(), torch::kFloat32);
+  fp32->to(cuda);
+  app::ModelWeightLoader fp32_loader(*fp32);
+  CHECK(fp32_loader.unusable_reason().find("not BFloat16") != std::string::npos);
+  r = fp32_loader.load(replica, st);
+  CHECK(r.load == WeightLoad::FullCopy);
+  CHECK(same_as_replica(*fp32, replica));
+}
