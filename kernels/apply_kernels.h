@@ -66,7 +66,9 @@ struct BlockSink {
 /// followed by its value stream (lo plane, hi plane: `changed` bytes each). Saves the old value of
 /// the j-th change at undo[2 j .. 2 j + 2) (2 * changed bytes). Hands the tensor to `hash` one
 /// 64 KiB block at a time, right after the block's changes are written (while it is in cache), with
-/// the next block prefetched. Returns nothing; the caller digests its hash.
+/// the next block prefetched, and before any change of a later block is written (so the sink may read
+/// the next block's old bytes: sync/patch_apply.cpp hashes the base there). Returns nothing; the caller
+/// digests its hash.
 void apply_varint_u16(uint8_t* weights, uint64_t n, const uint8_t* streams, uint64_t index_bytes,
                       uint64_t changed, bool delta, uint8_t* undo, BlockSink hash);
 

@@ -3,7 +3,8 @@
 #include <xxhash.h>
 #if defined(__x86_64__) && defined(__has_include)
 #if __has_include(<xxh_x86dispatch.h>)
-// libxxhash's x86 build exports *_dispatch entry points that pick SSE2/AVX2/AVX-512 at run time.
+// libxxhash's x86 build exports *_dispatch entry points that pick SSE2/AVX2/AVX-512 at run time (where
+// the library was built with them; Debian's was not).
 #define XXH_DISPATCH_DISABLE_REPLACE
 #include <xxh_x86dispatch.h>
 #define PULSE_XXH3_DISPATCH 1
@@ -12,17 +13,51 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 
+#include "kernels/xxh3_tail.h"
+
 namespace pulse::sync {
 
+namespace kx = pulse::kernels;
+
 uint64_t xxh3_64(const void* data, size_t n) {
-#ifdef PULSE_XXH3_DISPATCH
-  return XXH3_64bits_dispatch(data, n);
-#else
-  return XXH3_64bits(data, n);
-#endif
+  return kx::xxh3_64bits(data, n);
+}
+
+Xxh3Blocks::Xxh3Blocks(uint64_t len) : len_(len) {
+  kx::xxh3_long_init(state_);
+  if (len_ >= kx::kXxh3LongMinBytes) tail_offset_ = kx::xxh3_long_tail_offset(len_);
+}
+
+void Xxh3Blocks::add(const uint8_t* input, uint64_t end) {
+  if (len_ < kx::kXxh3LongMinBytes) return;
+  const uint64_t stop =
+      std::min(end, kx::xxh3_long_block_bytes(len_)) / kx::kXxh3BlockBytes * kx::kXxh3BlockBytes;
+  if (stop <= added_) return;
+  kx::xxh3_long_accumulate(state_, input + added_, (stop - added_) / kx::kXxh3BlockBytes);
+  added_ = stop;
+}
+
+void Xxh3Blocks::save_tail(const uint8_t* input) {
+  if (len_ > tail_offset_) std::memcpy(tail_, input + tail_offset_, len_ - tail_offset_);
+  saved_ = true;
+}
+
+uint64_t Xxh3Blocks::finish(const uint8_t* input) {
+  if (len_ < kx::kXxh3LongMinBytes) return XXH3_64bits(input, len_);
+  add(input, len_);
+  return kx::xxh3_long_finish(state_, input, len_);
+}
+
+uint64_t Xxh3Blocks::finish_saved() {
+  if (!saved_) throw std::logic_error("Xxh3Blocks::finish_saved without save_tail");
+  if (len_ < kx::kXxh3LongMinBytes) return XXH3_64bits(tail_, len_);
+  if (added_ != kx::xxh3_long_block_bytes(len_))
+    throw std::logic_error("Xxh3Blocks::finish_saved: the blocks were not all added");
+  return kx::xxh3_long_finish_tail(state_, tail_, tail_offset_, len_);
 }
 
 Xxh3Stream::Xxh3Stream() : state_(XXH3_createState()) {

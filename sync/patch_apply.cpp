@@ -1,6 +1,7 @@
 // Decoder: validate everything (header and chunk checksums, stream sizes, every index, names/dtypes/
-// shapes, base root hash), then apply tensor by tensor with an undo log, verify every target hash while
-// the block is still in cache, and roll everything back on any failure.
+// shapes), then apply tensor by tensor with an undo log, hashing each 64 KiB block right before (the base
+// root check, without a trusted root) and right after (every target hash) its changes are written, while
+// it is in cache; roll everything back on a wrong base, a no-op or any failure.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -35,41 +36,80 @@ inline void prefetch_block(const uint8_t* p, size_t n) {
   for (size_t off = 0; off < n; off += 64) __builtin_prefetch(p + off, 1, 3);
 }
 
+/// The hashes of one tensor's apply pass, block by block while each block is in cache: `after` of the new
+/// bytes right after a block's changes are written, `base` (when asked for: an apply without a trusted
+/// root) of the old bytes right before (its last bytes copied up front, since they change before the end).
+struct ApplyHashes {
+  ApplyHashes(const MutableTensorView& w, bool hash_base)
+      : after(w.nbytes), base(w.nbytes), hash_base(hash_base) {
+    if (hash_base) base.save_tail(w.data);
+  }
+  /// Before block [0, end) is written; after writing [.., end), with `next` = the end of the block after.
+  void before(const uint8_t* data, uint64_t end) {
+    if (hash_base) base.add(data, end);
+  }
+  void done(const uint8_t* data, uint64_t end, uint64_t next) {
+    after.add(data, end);
+    if (hash_base) base.add(data, next);
+  }
+  Xxh3Blocks after, base;
+  bool hash_base;
+};
+
 /// Applies one tensor's streams to `w`, saving the old values into undo; returns the new xxh3, hashed
-/// 64 KiB block by block right after the block's changes are written (while it is in cache).
+/// 64 KiB block by block right after the block's changes are written (while it is in cache). With
+/// `base_hash`, also returns the xxh3 of the tensor before apply there, hashed block by block right before
+/// the block's changes are written (FORMAT.md, "Apply": the base hashes come out of the same pass).
 template <typename U>
 uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint8_t* streams, bool delta,
-                      Undo& undo) {
+                      Undo& undo, uint64_t* base_hash) {
   constexpr size_t kw = sizeof(U);
   const uint64_t n = w.nbytes / kw;
   const uint64_t stored = t.index_coding == kIndexDense ? n : t.changed;
   const ValueStreamReader<U> values(streams + t.index_bytes, stored, delta);
-  Xxh3Stream hash;
+  const uint64_t block_elems = kApplyBlockBytes / kw;
+  ApplyHashes hash(w, base_hash != nullptr);
+  const auto finish = [&]() {
+    undo.applied = true;
+    if (base_hash) *base_hash = hash.base.finish_saved();
+    return hash.after.finish(w.data);
+  };
   if (t.index_coding == kIndexDense) {
     undo.old.reserve(w.nbytes);
     undo.old.set_size(w.nbytes);
-    if (w.nbytes) std::memcpy(undo.old.data(), w.data, w.nbytes);
-    for (uint64_t i = 0; i < n; ++i) {
-      uint8_t* p = w.data + i * kw;
-      store_le<U>(p, values.apply(i, load_le<U>(p)));
+    for (uint64_t start = 0; start < n; start += block_elems) {
+      const uint64_t end = std::min(n, start + block_elems);
+      hash.before(w.data, end * kw);
+      std::memcpy(undo.old.data() + start * kw, w.data + start * kw, (end - start) * kw);
+      for (uint64_t i = start; i < end; ++i) {
+        uint8_t* p = w.data + i * kw;
+        store_le<U>(p, values.apply(i, load_le<U>(p)));
+      }
+      hash.done(w.data, end * kw, end * kw);
     }
-    hash.update(w.data, w.nbytes);
-    undo.applied = true;
-    return hash.digest();
+    return finish();
   }
   undo.old.reserve(stored * kw);
   undo.old.set_size(stored * kw);
   uint8_t* old_values = undo.old.data();
-  const uint64_t block_elems = kApplyBlockBytes / kw;
   if constexpr (kw == 2) {
     if (t.index_coding == kIndexVarintGaps) {  // BF16/F16 at RL densities: the batched SIMD kernel
-      const kernels::BlockSink sink{[](void* h, const uint8_t* data, uint64_t bytes) {
-                                      static_cast<Xxh3Stream*>(h)->update(data, bytes);
+      // The kernel hands over each block after its changes and before any change of a later block, so
+      // the next block's old bytes are hashed there, right before they are written (and block 0's here).
+      struct Sink {
+        ApplyHashes* hash;
+        const uint8_t* w;
+        uint64_t nbytes;
+      } sink_ctx{&hash, w.data, w.nbytes};
+      const kernels::BlockSink sink{[](void* ctx, const uint8_t* data, uint64_t bytes) {
+                                      auto* c = static_cast<Sink*>(ctx);
+                                      const uint64_t end = static_cast<uint64_t>(data - c->w) + bytes;
+                                      c->hash->done(c->w, end, std::min(c->nbytes, end + kApplyBlockBytes));
                                     },
-                                    &hash};
+                                    &sink_ctx};
+      hash.before(w.data, std::min(w.nbytes, kApplyBlockBytes));
       kernels::apply_varint_u16(w.data, n, streams, t.index_bytes, t.changed, delta, old_values, sink);
-      undo.applied = true;
-      return hash.digest();
+      return finish();
     }
   }
   if (t.index_coding == kIndexVarintGaps) {
@@ -95,6 +135,7 @@ uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint
     for (uint64_t start = 0; start < n; start += block_elems) {
       const uint64_t end = std::min(n, start + block_elems);
       if (end < n) prefetch_block(w.data + end * kw, (std::min(n, end + block_elems) - end) * kw);
+      hash.before(w.data, end * kw);
       while (pos < end) {
         uint8_t* p = w.data + pos * kw;
         const U old = load_le<U>(p);
@@ -102,24 +143,24 @@ uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint
         store_le<U>(p, values.apply(j, old));
         pos = ++j < t.changed ? decode() : n;
       }
-      hash.update(w.data + start * kw, (end - start) * kw);
+      hash.done(w.data, end * kw, end * kw);
     }
   } else {
     PositionIter it(t.index_coding, streams, t.index_bytes, t.changed, n);
     uint64_t pos = it.next(), j = 0;
     for (uint64_t start = 0; start < n; start += block_elems) {
       const uint64_t end = std::min(n, start + block_elems);
+      hash.before(w.data, end * kw);
       for (; pos < end; pos = it.next(), ++j) {
         uint8_t* p = w.data + pos * kw;
         const U old = load_le<U>(p);
         store_le<U>(old_values + j * kw, old);
         store_le<U>(p, values.apply(j, old));
       }
-      hash.update(w.data + start * kw, (end - start) * kw);
+      hash.done(w.data, end * kw, end * kw);
     }
   }
-  undo.applied = true;
-  return hash.digest();
+  return finish();
 }
 
 template <typename U>
@@ -176,21 +217,29 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
                           static_cast<uint64_t>(numel(t.shape)), t.raw_offset);
   });
 
-  // Where are the weights now? Same root as the target: nothing to do. With a trusted root the caller
-  // vouches for it and only the tensors the patch leaves alone are hashed (their hash is their target
-  // hash, checked below); every other tensor's target hash is verified after apply either way.
+  // Where are the weights now? With a trusted root the caller vouches for it: only the tensors the patch
+  // leaves alone are hashed (their hash is their target hash), and the root checks decide before apply.
+  // Without one the weights' tensor hashes come out of the apply pass itself (each 64 KiB block hashed
+  // right before its changes are written, the untouched tensors beside), so the weights are read once;
+  // the same checks then decide after it: the target already (no-op) or a wrong base rolls the pass
+  // back. Every other tensor's target hash is verified after apply either way.
   const bool trusted = options.trusted_root.has_value();
   std::vector<uint64_t> current(weights.size(), 0);
-  std::vector<size_t> by_size;
-  for (size_t k = 0; k < info.tensors.size(); ++k) {
-    const auto& t = info.tensors[k];
-    if (!trusted || (t.changed == 0 && t.index_coding != kIndexDense)) by_size.push_back(target_of[k]);
+  const auto untouched = [&](size_t k) {
+    return info.tensors[k].changed == 0 && info.tensors[k].index_coding != kIndexDense;
+  };
+  if (trusted) {
+    std::vector<size_t> by_size;
+    for (size_t k = 0; k < info.tensors.size(); ++k)
+      if (untouched(k)) by_size.push_back(target_of[k]);
+    std::stable_sort(by_size.begin(), by_size.end(),
+                     [&](size_t a, size_t b) { return weights[a].nbytes > weights[b].nbytes; });
+    parallel_for(by_size.size(), threads,
+                 [&](size_t o) { current[by_size[o]] = tensor_hash(weights[by_size[o]].view()); });
+    if (check_patch_roots(info, target_of, views, current, options.trusted_root)) return false;
+  } else {
+    check_target_root_table(info, target_of, views);  // before the weights are touched
   }
-  std::stable_sort(by_size.begin(), by_size.end(),
-                   [&](size_t a, size_t b) { return weights[a].nbytes > weights[b].nbytes; });
-  parallel_for(by_size.size(), threads,
-               [&](size_t o) { current[by_size[o]] = tensor_hash(weights[by_size[o]].view()); });
-  if (check_patch_roots(info, target_of, views, current, options.trusted_root)) return false;
 
   // Apply (biggest first), verify each target hash, roll back everything on any failure.
   std::vector<size_t> order(info.tensors.size());
@@ -202,45 +251,64 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
   std::vector<uint64_t> after(info.tensors.size(), 0);
   auto dispatch = [&](size_t k, bool rollback) {
     const auto& t = info.tensors[k];
-    if (t.changed == 0 && t.index_coding != kIndexDense) {
+    auto& w = weights[target_of[k]];
+    if (untouched(k)) {
+      if (!rollback && !trusted) current[target_of[k]] = tensor_hash(w.view());
       after[k] = current[target_of[k]];
       return;
     }
-    auto& w = weights[target_of[k]];
     const uint8_t* s = payload.data() + t.raw_offset;
+    uint64_t* base = trusted ? nullptr : &current[target_of[k]];
     switch (dtype_size(t.dtype)) {
       case 1:
         rollback ? rollback_tensor<uint8_t>(w, t, s, undo[k])
-                 : void(after[k] = apply_tensor<uint8_t>(w, t, s, delta, undo[k]));
+                 : void(after[k] = apply_tensor<uint8_t>(w, t, s, delta, undo[k], base));
         break;
       case 2:
         rollback ? rollback_tensor<uint16_t>(w, t, s, undo[k])
-                 : void(after[k] = apply_tensor<uint16_t>(w, t, s, delta, undo[k]));
+                 : void(after[k] = apply_tensor<uint16_t>(w, t, s, delta, undo[k], base));
         break;
       case 4:
         rollback ? rollback_tensor<uint32_t>(w, t, s, undo[k])
-                 : void(after[k] = apply_tensor<uint32_t>(w, t, s, delta, undo[k]));
+                 : void(after[k] = apply_tensor<uint32_t>(w, t, s, delta, undo[k], base));
         break;
       default:
         rollback ? rollback_tensor<uint64_t>(w, t, s, undo[k])
-                 : void(after[k] = apply_tensor<uint64_t>(w, t, s, delta, undo[k]));
+                 : void(after[k] = apply_tensor<uint64_t>(w, t, s, delta, undo[k], base));
         break;
     }
+  };
+  const auto roll_back = [&]() {
+    parallel_for(order.size(), threads, [&](size_t o) { dispatch(order[o], true); });
   };
   std::string failure;
   try {
     parallel_for(order.size(), threads, [&](size_t o) { dispatch(order[o], false); });
-    for (size_t k = 0; k < info.tensors.size() && failure.empty(); ++k)
-      if (after[k] != info.tensors[k].target_hash)
-        failure = "patch tensor '" + info.tensors[k].name + "': hash after apply " + hash_hex(after[k]) +
-                  " differs from the target hash " + hash_hex(info.tensors[k].target_hash) + " (" +
-                  patch_versions(info) + "); weights rolled back";
   } catch (const std::exception& e) {
     failure = std::string("patch apply failed (") + patch_versions(info) + "): " + e.what() +
               "; weights rolled back";
   }
+  if (failure.empty() && !trusted) {
+    // The root checks on the hashes the pass took of the weights before it: as before an apply.
+    bool noop = false;
+    try {
+      noop = check_patch_roots(info, target_of, views, current, std::nullopt);
+    } catch (...) {
+      roll_back();
+      throw;
+    }
+    if (noop) {
+      roll_back();
+      return false;
+    }
+  }
+  for (size_t k = 0; k < info.tensors.size() && failure.empty(); ++k)
+    if (after[k] != info.tensors[k].target_hash)
+      failure = "patch tensor '" + info.tensors[k].name + "': hash after apply " + hash_hex(after[k]) +
+                " differs from the target hash " + hash_hex(info.tensors[k].target_hash) + " (" +
+                patch_versions(info) + "); weights rolled back";
   if (!failure.empty()) {
-    parallel_for(order.size(), threads, [&](size_t o) { dispatch(order[o], true); });
+    roll_back();
     throw PatchError(failure);
   }
   return true;

@@ -64,11 +64,8 @@ std::vector<size_t> match_patch_tensors(const PatchInfo& info, const std::vector
   return target_of;
 }
 
-bool check_patch_roots(const PatchInfo& info, const std::vector<size_t>& target_of,
-                       const std::vector<TensorView>& views, const std::vector<uint64_t>& current,
-                       const std::optional<uint64_t>& trusted_root) {
-  const bool trusted = trusted_root.has_value();
-  const uint64_t root = trusted ? *trusted_root : root_hash(views, current);
+void check_target_root_table(const PatchInfo& info, const std::vector<size_t>& target_of,
+                             const std::vector<TensorView>& views) {
   // The header's target root must be the root of its own tensor table (the header checksum is no
   // signature): a caller that derives its root from the table after apply (WorkerReplica) must not be
   // told another one. Checked before the weights are touched, and before a no-op answer.
@@ -77,6 +74,14 @@ bool check_patch_roots(const PatchInfo& info, const std::vector<size_t>& target_
   if (root_hash(views, table_hashes) != info.target_root_hash)
     throw PatchError("patch header: target root " + hash_hex(info.target_root_hash) +
                      " is not the root hash of its tensor table (" + patch_versions(info) + ")");
+}
+
+bool check_patch_roots(const PatchInfo& info, const std::vector<size_t>& target_of,
+                       const std::vector<TensorView>& views, const std::vector<uint64_t>& current,
+                       const std::optional<uint64_t>& trusted_root) {
+  const bool trusted = trusted_root.has_value();
+  check_target_root_table(info, target_of, views);
+  const uint64_t root = trusted ? *trusted_root : root_hash(views, current);
   if (root == info.target_root_hash) {
     bool all = true;
     for (size_t k = 0; k < info.tensors.size() && !trusted; ++k)
