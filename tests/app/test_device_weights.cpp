@@ -1,7 +1,9 @@
-// A worker's model parameters at its replica's weights (app/device_weights.h): the path choice (CPU), a
-// CPU model always fully copied and equal to the replica (CPU), and on a GPU a real worker sequence whose
-// patches go to the device parameters, byte-equal to the host replica after every sync, with the anchor,
-// FP32 and failed-apply fallbacks (skipped with a message without CUDA).
+// A worker's model parameters at its replica's weights (app/device_weights.h): the path choice, a CPU
+// model always fully copied and equal to the replica, the path on the wire and in the metrics rows of a
+// tiny BF16 run (all on the CPU); on a GPU a real worker sequence whose patches go to the device
+// parameters, byte-equal to the host replica after every sync, with the anchor, FP32 and failed-apply
+// fallbacks, and the tiny BF16 run on cuda patching its worker on the device (skipped with a message
+// without CUDA).
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
@@ -10,13 +12,18 @@
 #include <map>
 #include <random>
 
+#include "app/device.h"
 #include "app/device_weights.h"
+#include "app/job.h"
+#include "app/messages.h"
+#include "app/run_files.h"
 #include "model/transformer.h"
 #include "sync/gpu_encode.h"
 #include "sync/hash.h"
 #include "sync/transport_source.h"
 #include "sync/version_store.h"
 #include "sync/worker_replica.h"
+#include "tests/app/run_test_util.h"
 #include "tests/rl/toy_grpo_task.h"
 #include "tests/sync/test_transport_util.h"
 
@@ -95,6 +102,18 @@ class OneStepSource : public sync::LocalPatchSource {
   using LocalPatchSource::LocalPatchSource;
   bool serves_composed() const override { return false; }
 };
+
+/// The tiny run of run_test_util.h in BF16 with one worker and 3 GRPO steps, no Pass@1.
+app::JobOptions tiny_bf16_run(const std::string& dir, const std::string& device) {
+  app::JobOptions o;
+  o.config_path = test_run::write_tiny_config(dir);
+  // The config's 100 SFT steps: after them GRPO changes ~50k BF16 elements a step (10 leave it at 0).
+  o.overrides = {"run.dir=" + dir + "/run", "rl.steps=3",          "eval.before=false",
+                 "eval.after=false",        "run.workers=1",       "run.checkpoint_every=0",
+                 "model.dtype=bfloat16",    "run.device=" + device};
+  o.quiet = true;
+  return o;
+}
 
 sync::WorkerReplica::SyncStats stats_from(uint64_t from, bool anchor, size_t patches) {
   sync::WorkerReplica::SyncStats st;
@@ -285,4 +304,62 @@ TEST_CASE("GPU: a worker's patches applied to its CUDA parameters equal the host
   r = fp32_loader.load(replica, st);
   CHECK(r.load == WeightLoad::FullCopy);
   CHECK(same_as_replica(*fp32, replica));
+}
+
+TEST_CASE("the load path travels in the worker report; a report without it reads as none", "[app][device]") {
+  app::SyncReport s;
+  s.to = 4;
+  s.load = "device_patch";
+  const auto back = app::parse_message<app::SyncReport>(nlohmann::json(s), "sync report");
+  CHECK(back.load == "device_patch");
+  CHECK(back.load_reason.empty());
+  s.load = "full_copy";
+  s.load_reason = "the sync applied an anchor";
+  const auto copy = app::parse_message<app::SyncReport>(nlohmann::json(s), "sync report");
+  CHECK(copy.load == "full_copy");
+  CHECK(copy.load_reason == "the sync applied an anchor");
+  nlohmann::json old = nlohmann::json(s);
+  old.erase("load");
+  old.erase("load_reason");
+  const auto legacy = app::parse_message<app::SyncReport>(old, "sync report");
+  CHECK(legacy.load == "none");
+  CHECK(legacy.to == 4);
+}
+
+TEST_CASE("a tiny BF16 run on the CPU: every worker sync is a full copy, counted in every metrics row",
+          "[app][e2e][device]") {
+  test_run::ScopedTempDir dir("device-weights-cpu");
+  REQUIRE(app::run_job(tiny_bf16_run(dir, "cpu")) == 0);
+  const auto rows = app::MetricsLog::read(dir.path + "/run/metrics.jsonl");
+  REQUIRE(rows.size() == 3);
+  for (const auto& row : rows) {
+    INFO(row.dump());
+    CHECK(row["bit_identical"] == true);
+    CHECK(row["changed"].get<int64_t>() > 0);
+    CHECK(row["full_copy_loads"] == 1);
+    CHECK(row["device_patch_loads"] == 0);
+  }
+}
+
+TEST_CASE("GPU: a tiny BF16 run on cuda patches its worker's model on the device, bit-identical",
+          "[app][e2e][device][gpu]") {
+  std::string why;
+  if (!torch::cuda::is_available() || !sync::cuda_encode_available(&why)) {
+    WARN("skipped: no CUDA device, a LibTorch without CUDA or a build without PULSE_CUDA ("
+         << (torch::cuda::is_available() ? why : app::cuda_unavailable_reason()) << ")");
+    return;
+  }
+  test_run::ScopedTempDir dir("device-weights-cuda");
+  REQUIRE(app::run_job(tiny_bf16_run(dir, "cuda")) == 0);
+  const auto rows = app::MetricsLog::read(dir.path + "/run/metrics.jsonl");
+  REQUIRE(rows.size() == 3);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    INFO("step " << i << ": " << rows[i].dump());
+    CHECK(rows[i]["bit_identical"] == true);
+    CHECK(rows[i]["changed"].get<int64_t>() > 0);
+    // One sync per step; the bootstrap (an anchor: a full copy) may land in the first row.
+    CHECK(rows[i]["device_patch_loads"].get<int64_t>() + rows[i]["full_copy_loads"].get<int64_t>() == 1);
+    if (i > 0) CHECK(rows[i]["device_patch_loads"] == 1);
+  }
+  CHECK(app::read_json(dir.path + "/run/summary.json")["bit_identical_every_step"] == true);
 }
