@@ -10,6 +10,7 @@
 
 #include "kernels/loco_gate.h"
 #include "rl/process_group.h"
+#include "sync/gpu_loco.h"
 #include "sync/loco_exchange.h"
 #include "sync/safetensors.h"
 
@@ -24,6 +25,33 @@ void require(bool ok, const std::string& field, const std::string& what) {
 
 CommCounters total_of(const TrainerGroup& g) {
   return g.stats().total();
+}
+
+/// Sums `t` over the group and divides by the world size, in place: on the device through NCCL when the
+/// group runs it, otherwise through a host copy over Gloo (t itself on a CPU run).
+void allreduce_mean_(at::Tensor& t, TrainerGroup& group, const std::string& what) {
+  const double w = group.world_size();
+  if (t.is_cuda() && group.nccl_active() && t.is_contiguous()) {
+    group.allreduce_sum(t, what);
+    t.div_(w);
+    return;
+  }
+  at::Tensor h = t.to(torch::kCPU).contiguous();
+  group.allreduce_sum(h, what);
+  h.div_(w);
+  if (!h.is_same(t)) t.copy_(h);
+}
+
+/// Sum of squares of the tensors' FP32 norms, accumulated in double in tensor order: one host sync.
+double squared_norm_sum(const std::vector<at::Tensor>& ts) {
+  if (ts.empty()) return 0;
+  std::vector<at::Tensor> norms;
+  for (const auto& t : ts) norms.push_back(t.norm());
+  const at::Tensor host = torch::stack(norms).to(torch::kCPU, torch::kFloat32).contiguous();
+  const float* n = host.data_ptr<float>();
+  double sq = 0;
+  for (int64_t i = 0; i < host.numel(); ++i) sq += static_cast<double>(n[i]) * static_cast<double>(n[i]);
+  return sq;
 }
 
 }  // namespace
@@ -50,7 +78,9 @@ OuterOptimizer::OuterOptimizer(const OuterConfig& config, const std::vector<at::
   for (const auto& m : masters) {
     if (m.scalar_type() != torch::kFloat32)
       throw std::invalid_argument("OuterOptimizer: masters must be FP32");
-    global_.push_back(m.detach().to(torch::kCPU).contiguous().clone());
+    // The outer state lives beside the masters (on their GPU in a CUDA run): a round then moves only
+    // what the exchange needs between device and host.
+    global_.push_back(m.detach().contiguous().clone());
     residual_.push_back(torch::zeros_like(global_.back()));
     momentum_.push_back(torch::zeros_like(global_.back()));
   }
@@ -58,11 +88,9 @@ OuterOptimizer::OuterOptimizer(const OuterConfig& config, const std::vector<at::
 
 void OuterOptimizer::pseudo_gradient_dense(const std::vector<at::Tensor>& masters, TrainerGroup& group,
                                            std::vector<at::Tensor>& avg, OuterRoundStats& st) {
-  const double w = group.world_size();
   for (size_t t = 0; t < global_.size(); ++t) {
-    at::Tensor d = (global_[t] - masters[t].to(torch::kCPU)).contiguous();  // delta = g - l
-    group.allreduce_sum(d, "pseudo-gradient " + names_[t]);
-    d.div_(w);
+    at::Tensor d = (global_[t] - masters[t]).contiguous();  // delta = g - l
+    allreduce_mean_(d, group, "pseudo-gradient " + names_[t]);
     st.fired += static_cast<uint64_t>(d.numel());
     avg.push_back(d);
   }
@@ -79,13 +107,18 @@ void OuterOptimizer::pseudo_gradient_sparse(const std::vector<at::Tensor>& maste
   std::vector<sync::LocoFiredView> fired;
   for (size_t t = 0; t < global_.size(); ++t) {
     const size_t n = static_cast<size_t>(global_[t].numel());
-    at::Tensor local = masters[t].to(torch::kCPU).contiguous();
+    at::Tensor local = masters[t].contiguous();
     at::Tensor r = residual_[t].clone();
-    idx[t].resize(n);
-    val[t].resize(n);
-    kernels::LocoGateResult g =
-        kernels::loco_gate(global_[t].data_ptr<float>(), local.data_ptr<float>(), r.data_ptr<float>(), n,
-                           config_.gate_open, idx[t].data(), val[t].data());
+    kernels::LocoGateResult g;
+    if (r.is_cuda()) {  // gate on the device; only the fired entries come to the host
+      g = sync::loco_gate_cuda_to_host(global_[t].data_ptr<float>(), local.data_ptr<float>(),
+                                       r.data_ptr<float>(), n, config_.gate_open, idx[t], val[t]);
+    } else {
+      idx[t].resize(n);
+      val[t].resize(n);
+      g = kernels::loco_gate(global_[t].data_ptr<float>(), local.data_ptr<float>(), r.data_ptr<float>(), n,
+                             config_.gate_open, idx[t].data(), val[t].data());
+    }
     if (g.nonfinite)
       throw std::runtime_error("rank " + std::to_string(group.rank()) + ": non-finite pseudo-gradient in '" +
                                names_[t] + "' (round " + std::to_string(rounds_) + " refused)");
@@ -105,12 +138,15 @@ void OuterOptimizer::pseudo_gradient_sparse(const std::vector<at::Tensor>& maste
   std::vector<sync::LocoBufferView> views;
   for (const auto& b : all) views.push_back({b.data(), b.size()});
   std::vector<sync::LocoSumView> sums;
-  for (const auto& g : global_) {
-    avg.push_back(torch::zeros_like(g));
+  for (const auto& g : global_) {  // summed on the host (the contributions arrived there)
+    avg.push_back(torch::zeros(g.sizes(), g.options().device(torch::kCPU)));
     sums.push_back({avg.back().data_ptr<float>(), static_cast<uint64_t>(g.numel())});
   }
   sync::loco_decode_and_sum(views, rounds_, table, sums);
-  for (auto& a : avg) a.div_(static_cast<double>(w));
+  for (size_t t = 0; t < avg.size(); ++t) {
+    avg[t].div_(static_cast<double>(w));
+    if (global_[t].device() != avg[t].device()) avg[t] = avg[t].to(global_[t].device());
+  }
   residual_ = std::move(new_residual);
 }
 
@@ -131,10 +167,8 @@ OuterRoundStats OuterOptimizer::round(std::vector<at::Tensor>& masters, TrainerG
   }
   // Outer Nesterov SGD on the global weights (PyTorch SGD, nesterov=True), then local := global.
   const double lr = config_.outer_lr, mu = config_.outer_momentum;
-  double sq = 0;
+  const double sq = squared_norm_sum(avg);
   for (size_t t = 0; t < global_.size(); ++t) {
-    const double n = avg[t].norm().item<double>();
-    sq += n * n;
     momentum_[t].mul_(mu).add_(avg[t]);
     at::Tensor update = avg[t] + momentum_[t] * mu;
     global_[t].sub_(update * lr);
@@ -153,11 +187,16 @@ OuterRoundStats OuterOptimizer::round(std::vector<at::Tensor>& masters, TrainerG
 
 void OuterOptimizer::save(const std::string& path) const {
   std::vector<sync::TensorView> views;
+  std::vector<at::Tensor> host;  // host copies of device state (the tensors themselves on a CPU run)
+  host.reserve(3 * names_.size());
   auto add = [&](const std::string& prefix, const std::vector<at::Tensor>& ts) {
-    for (size_t t = 0; t < ts.size(); ++t)
-      views.push_back(sync::TensorView{prefix + names_[t], sync::DType::F32, ts[t].sizes().vec(),
-                                       static_cast<const uint8_t*>(ts[t].data_ptr()),
-                                       static_cast<size_t>(ts[t].numel()) * sizeof(float)});
+    for (size_t t = 0; t < ts.size(); ++t) {
+      host.push_back(ts[t].to(torch::kCPU).contiguous());
+      const at::Tensor& h = host.back();
+      views.push_back(sync::TensorView{prefix + names_[t], sync::DType::F32, h.sizes().vec(),
+                                       static_cast<const uint8_t*>(h.data_ptr()),
+                                       static_cast<size_t>(h.numel()) * sizeof(float)});
+    }
   };
   add("global/", global_);
   add("residual/", residual_);
@@ -196,18 +235,7 @@ void OuterOptimizer::load(const std::string& path) {
 
 std::function<void(std::vector<at::Tensor>&)> ddp_gradient_reducer(TrainerGroup& group) {
   return [&group](std::vector<at::Tensor>& grads) {
-    const double w = group.world_size();
-    for (auto& g : grads) {
-      if (g.is_cuda() && group.nccl_active() && g.is_contiguous()) {  // NCCL on the device
-        group.allreduce_sum(g, "gradient");
-        g.div_(w);
-        continue;
-      }
-      at::Tensor h = g.to(torch::kCPU).contiguous();  // Gloo through host memory (g itself on a CPU run)
-      group.allreduce_sum(h, "gradient");
-      h.div_(w);
-      if (!h.is_same(g)) g.copy_(h);
-    }
+    for (auto& g : grads) allreduce_mean_(g, group, "gradient");
   };
 }
 

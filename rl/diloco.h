@@ -54,7 +54,10 @@ struct OuterRoundStats {
 };
 
 /// The outer state of one trainer: FP32 global weights, error-feedback residual (pulseloco) and outer
-/// momentum, one tensor per parameter (same order and shapes as MasterAdam::master_tensors()). Host FP32.
+/// momentum, one tensor per parameter (same order and shapes as MasterAdam::master_tensors()), FP32 on
+/// the masters' device. On a GPU the PULSELoCo gate runs there (sync/gpu_loco.h) and only the fired
+/// entries, the exchanged contributions and the averaged pseudo-gradient cross to and from the host;
+/// DiLoCo's dense pseudo-gradient goes through NCCL when the group runs it, else through host memory.
 /// Not thread-safe.
 class OuterOptimizer {
  public:

@@ -1,0 +1,31 @@
+// The PULSELoCo gate for FP32 weights that live on a GPU: kernels/loco_gate_cuda.h (the gate fused with
+// the error-feedback update, bit for bit the CPU rule of kernels/loco_gate.h) run on the device, and only
+// the fired (index, value) entries copied to the host, where the contribution is encoded and exchanged
+// (sync/loco_exchange.h). A round then moves a few bytes per fired entry across PCIe instead of the
+// whole FP32 local weights (4 bytes per element).
+//
+// Needs a PULSE_CUDA build and a CUDA device; otherwise loco_gate_cuda_to_host throws and
+// cuda_encode_available (sync/gpu_encode.h) says why. This header has no CUDA include.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/loco_gate.h"
+
+struct CUstream_st;  // = cudaStream_t's pointee (cuda_runtime_api.h)
+
+namespace pulse::sync {
+
+/// kernels::loco_gate on device arrays of n FP32 elements: global and local (read only), residual
+/// (in/out: the new error feedback), all on the current CUDA device, no overlaps. The fired entries
+/// (ascending index, indices 0-based within the tensor) are copied into the host vectors, which are
+/// resized to LocoGateResult::fired. Device scratch (~16 bytes per element) is allocated for the call and
+/// freed before it returns. Queued on `stream` (nullptr = the default stream); returns when done.
+/// Throws std::invalid_argument for n >= 2^32 or null pointers (nothing touched), std::runtime_error when
+/// CUDA is unavailable or a CUDA call fails. Thread safety: calls on disjoint buffers may run concurrently.
+kernels::LocoGateResult loco_gate_cuda_to_host(const float* global, const float* local, float* residual,
+                                               uint64_t n, bool gate_open, std::vector<uint32_t>& fired_index,
+                                               std::vector<float>& fired_value,
+                                               CUstream_st* stream = nullptr);
+
+}  // namespace pulse::sync
