@@ -41,11 +41,13 @@ LoadChoice choose_weight_load(const std::string& unusable, const DeviceWeightSta
   return LoadChoice{WeightLoad::DevicePatch, ""};
 }
 
-std::string device_patch_unusable_reason(model::TransformerImpl& model) {
+namespace {
+
+/// Why the parameters are not contiguous BF16 tensors on one device ("" = they are).
+std::string layout_problem(model::TransformerImpl& model) {
   const auto params = model.named_parameters(true);
   if (params.is_empty()) return "the model has no parameters";
   const c10::Device device = params[0].value().device();
-  if (!device.is_cuda()) return "the model's parameters are on " + device.str();
   for (const auto& item : params) {
     const at::Tensor& p = item.value();
     if (p.device() != device)
@@ -55,13 +57,34 @@ std::string device_patch_unusable_reason(model::TransformerImpl& model) {
              ", not BFloat16";
     if (!p.is_contiguous()) return "parameter '" + item.key() + "' is not contiguous";
   }
+  return "";
+}
+
+}  // namespace
+
+std::string device_patch_unusable_reason(model::TransformerImpl& model) {
+  const auto params = model.named_parameters(true);
+  if (!params.is_empty() && !params[0].value().device().is_cuda())
+    return "the model's parameters are on " + params[0].value().device().str();
+  const std::string layout = layout_problem(model);
+  if (!layout.empty()) return layout;
   std::string why;
   if (!sync::cuda_encode_available(&why)) return why;
   return "";
 }
 
+void apply_patch_on_device(std::vector<sync::DeviceMutableTensor>& params, const std::vector<uint8_t>& blob,
+                           const sync::ApplyOptions& options) {
+  sync::apply_patch_cuda(params, blob.data(), blob.size(), options);
+}
+
 ModelWeightLoader::ModelWeightLoader(model::TransformerImpl& model)
-    : model_(model), unusable_(device_patch_unusable_reason(model)) {
+    : ModelWeightLoader(model, apply_patch_on_device) {
+  unusable_ = device_patch_unusable_reason(model);  // CUDA parameters and kernels, beyond the layout
+}
+
+ModelWeightLoader::ModelWeightLoader(model::TransformerImpl& model, ParamPatcher patcher)
+    : model_(model), patcher_(std::move(patcher)), unusable_(layout_problem(model)) {
   for (const auto& item : model.named_parameters(true)) {
     names_.push_back(item.key());
     params_.push_back(item.value());
@@ -92,7 +115,7 @@ ModelWeightLoader::Result ModelWeightLoader::load(const sync::WorkerReplica& rep
         weights[i].shape = params_[i].sizes().vec();
         weights[i].data = static_cast<uint16_t*>(params_[i].data_ptr());
       }
-      // apply_patch_cuda works on the current CUDA device: the parameters' (cuda:LOCAL_RANK).
+      // apply_patch_cuda works on the current CUDA device: make it the parameters' (cuda:LOCAL_RANK).
       c10::DeviceGuard guard(params_.front().device());
       for (const auto& blob : st.applied_patches) {
         const sync::PatchInfo info = sync::inspect_patch(blob.data(), blob.size());
@@ -101,7 +124,7 @@ ModelWeightLoader::Result ModelWeightLoader::load(const sync::WorkerReplica& rep
         // target hash; the patch's base root is checked against it before any write.
         options.trusted_root = state_.root;
         state_.known = false;  // a throw below leaves the weights at this patch's base: copied again
-        sync::apply_patch_cuda(weights, blob.data(), blob.size(), options);
+        patcher_(weights, blob, options);
         state_ = DeviceWeightState{true, info.target_version, info.target_root_hash};
         r.patch_bytes += blob.size();
       }

@@ -9,6 +9,7 @@
 // the replica's version and root.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,14 +57,29 @@ LoadChoice choose_weight_load(const std::string& unusable, const DeviceWeightSta
 /// not BFloat16". Thread-safe for a model no one is modifying.
 std::string device_patch_unusable_reason(model::TransformerImpl& model);
 
+/// Applies one patch blob in place to the parameters (their data pointers, names and shapes), with
+/// sync::apply_patch_cuda's contract: validates, applies, verifies every target hash; on any failure
+/// throws with the weights unchanged.
+using ParamPatcher = std::function<void(std::vector<sync::DeviceMutableTensor>& params,
+                                        const std::vector<uint8_t>& blob, const sync::ApplyOptions& options)>;
+
+/// sync::apply_patch_cuda on the parameters' CUDA device (the ParamPatcher ModelWeightLoader uses).
+void apply_patch_on_device(std::vector<sync::DeviceMutableTensor>& params, const std::vector<uint8_t>& blob,
+                           const sync::ApplyOptions& options);
+
 /// Keeps one model's parameters at its replica's weights. Not thread-safe: the worker's thread only; the
 /// model must outlive it and nothing but this loader may write its parameters (that is what makes the
 /// state known between syncs).
 class ModelWeightLoader {
  public:
-  /// Checks the parameters once (dtype, contiguity, device; device_patch_unusable_reason). The state
-  /// starts unknown, so the first load is a full copy.
+  /// Checks the parameters once (dtype, contiguity, device; device_patch_unusable_reason); patches go
+  /// through apply_patch_on_device. The state starts unknown, so the first load is a full copy.
   explicit ModelWeightLoader(model::TransformerImpl& model);
+
+  /// The same decisions with `patcher` applying the patches wherever the parameters are, e.g.
+  /// sync::apply_patch on a CPU model's host memory (how the tests run this path without a GPU). The
+  /// parameters need only be contiguous BF16 tensors on one device.
+  ModelWeightLoader(model::TransformerImpl& model, ParamPatcher patcher);
 
   /// What one load did.
   struct Result {
@@ -74,7 +90,8 @@ class ModelWeightLoader {
   };
 
   /// Brings the parameters to `replica`'s weights after `replica.sync_to` returned `st` (whose
-  /// applied_patches it reads). Device path: each patch in order under ApplyOptions::trusted_root = the
+  /// applied_patches it reads). Device path: each patch in order (the patcher, under the parameters'
+  /// device guard) with ApplyOptions::trusted_root = the
   /// known root (the patch's base is checked against it; a no-op patch stays a no-op); any exception
   /// there is caught, reported in `failure`, and the full copy follows. Throws std::runtime_error from
   /// set_model_weights (the state is then unknown, so the next load copies again).
@@ -88,6 +105,7 @@ class ModelWeightLoader {
   void full_copy(const sync::WorkerReplica& replica);
 
   model::TransformerImpl& model_;
+  ParamPatcher patcher_;
   std::string unusable_;
   std::vector<std::string> names_;  ///< HF parameter names (named_parameters), as set_model_weights maps
   std::vector<at::Tensor> params_;  ///< the same parameters

@@ -1,9 +1,9 @@
-// A worker's model parameters at its replica's weights (app/device_weights.h): the path choice, a CPU
-// model always fully copied and equal to the replica, the path on the wire and in the metrics rows of a
-// tiny BF16 run (all on the CPU); on a GPU a real worker sequence whose patches go to the device
-// parameters, byte-equal to the host replica after every sync, with the anchor, FP32 and failed-apply
-// fallbacks, and the tiny BF16 run on cuda patching its worker on the device (skipped with a message
-// without CUDA).
+// A worker's model parameters at its replica's weights (app/device_weights.h). On the CPU: the path
+// choice, a CPU model always fully copied and equal to the replica, the device path's whole worker
+// sequence with the host apply_patch as the patcher on a CPU BF16 model, the path on the wire and in the
+// metrics rows of a tiny BF16 run. On a GPU (skipped with a message without CUDA): the same sequence with
+// sync::apply_patch_cuda on CUDA parameters, byte-equal to the host replica after every sync, the FP32
+// fallback, and the tiny BF16 run on cuda patching its worker on the device.
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
@@ -124,6 +124,102 @@ sync::WorkerReplica::SyncStats stats_from(uint64_t from, bool anchor, size_t pat
   return st;
 }
 
+/// sync::apply_patch on parameters in host memory: the ParamPatcher that runs ModelWeightLoader's device
+/// path on a CPU model (same contract as sync::apply_patch_cuda).
+void host_patcher(std::vector<sync::DeviceMutableTensor>& params, const std::vector<uint8_t>& blob,
+                  const sync::ApplyOptions& options) {
+  std::vector<sync::MutableTensorView> views;
+  for (auto& p : params)
+    views.push_back(sync::MutableTensorView{p.name, p.dtype, p.shape, reinterpret_cast<uint8_t*>(p.data),
+                                            2 * static_cast<size_t>(sync::numel(p.shape))});
+  sync::apply_patch(views, blob.data(), blob.size(), options);
+}
+
+/// A real worker sequence on `m` through `loader` (which must be able to patch): the bootstrap anchor
+/// (a full copy), six syncs of one, two or composed patches (all patched, byte-equal to the replica
+/// every time), a parameter gone bad behind the loader's back (the patch fails its target hash, is
+/// rolled back, a full copy repairs it), a retired base (an anchor: a full copy), then patches again.
+/// Returns the replica.
+sync::WorkerReplica run_worker_sequence(model::TransformerImpl& m, app::ModelWeightLoader& loader,
+                                        const std::string& worker) {
+  torch::manual_seed(5);
+  model::Transformer trainer_model(test::toy_config(), torch::kFloat32);
+  TrainerWeights tw(*trainer_model);
+  sync::VersionStore store("", sync::RetentionPolicy{4, 2}, test::test_codec());
+  store.publish(0, tw.views());
+  OneStepSource one_step(store);
+  sync::LocalPatchSource composed(store);
+  sync::WorkerReplica replica(worker);
+
+  auto st = replica.sync_to(composed, 0);
+  auto r = loader.load(replica, st);
+  CHECK(r.load == WeightLoad::FullCopy);
+  CHECK(r.reason == "the device weights are not known to be at a version yet");
+  CHECK(same_as_replica(m, replica));
+
+  uint64_t v = 0;
+  for (int sync_no = 0; sync_no < 6; ++sync_no) {
+    const int versions = 1 + sync_no % 2;
+    for (int k = 0; k < versions; ++k) {
+      tw.step();
+      store.publish(++v, tw.views());
+    }
+    st = replica.sync_to(sync_no < 3 ? static_cast<sync::PatchSource&>(one_step) : composed, v);
+    INFO("sync " << sync_no << " to version " << v);
+    REQUIRE_FALSE(st.used_anchor);
+    CHECK(st.applied_patches.size() == (sync_no < 3 ? static_cast<size_t>(versions) : 1));
+    uint64_t handed = 0;
+    for (const auto& b : st.applied_patches) handed += b.size();
+    r = loader.load(replica, st);
+    CHECK(r.load == WeightLoad::DevicePatch);
+    CHECK(r.failure.empty());
+    CHECK(r.patch_bytes == handed);
+    CHECK(loader.state().version == v);
+    CHECK(loader.state().root == replica.root_hash());
+    CHECK(replica.root_hash() == store.head().root_hash);
+    CHECK(same_as_replica(m, replica));
+  }
+
+  // Every element of a parameter goes bad behind the loader's back: the next patch (which changes every
+  // tensor) fails its target hash, is rolled back, and the full copy repairs the parameters.
+  {
+    torch::NoGradGuard no_grad;
+    m.named_parameters(true)["model.norm.weight"].add_(1.0);
+  }
+  REQUIRE_FALSE(same_as_replica(m, replica));
+  tw.step();
+  store.publish(++v, tw.views());
+  st = replica.sync_to(composed, v);
+  r = loader.load(replica, st);
+  CHECK(r.load == WeightLoad::FullCopy);
+  INFO(r.failure);
+  CHECK(r.failure.find("device patch apply failed") == 0);
+  CHECK(r.failure.find("model.norm.weight") != std::string::npos);
+  CHECK(r.reason == r.failure);
+  CHECK(same_as_replica(m, replica));
+  CHECK(loader.state().version == v);
+
+  // Its base retired: the replica takes an anchor, the parameters get a full copy, then patches again.
+  store.forget_worker(worker);
+  for (int k = 0; k < 9; ++k) {
+    tw.step();
+    store.publish(++v, tw.views());
+  }
+  st = replica.sync_to(composed, v);
+  REQUIRE(st.used_anchor);
+  r = loader.load(replica, st);
+  CHECK(r.load == WeightLoad::FullCopy);
+  CHECK(r.reason == "the sync applied an anchor");
+  CHECK(same_as_replica(m, replica));
+  tw.step();
+  store.publish(++v, tw.views());
+  st = replica.sync_to(composed, v);
+  r = loader.load(replica, st);
+  CHECK(r.load == WeightLoad::DevicePatch);
+  CHECK(same_as_replica(m, replica));
+  return replica;
+}
+
 }  // namespace
 
 TEST_CASE("the weight load path: device patches only from a known base without an anchor", "[app][device]") {
@@ -206,6 +302,14 @@ TEST_CASE("a CPU model is fully copied at every sync and equals the replica", "[
   }
 }
 
+TEST_CASE("the device path with the host apply_patch on a CPU BF16 model equals the replica after every sync",
+          "[app][device]") {
+  model::Transformer m(test::toy_config(), torch::kBFloat16);
+  app::ModelWeightLoader loader(*m, host_patcher);
+  REQUIRE(loader.unusable_reason().empty());
+  run_worker_sequence(*m, loader, "w-host");
+}
+
 TEST_CASE("GPU: a worker's patches applied to its CUDA parameters equal the host replica after every sync",
           "[app][device][gpu]") {
   std::string why;
@@ -215,93 +319,19 @@ TEST_CASE("GPU: a worker's patches applied to its CUDA parameters equal the host
     return;
   }
   const torch::Device cuda(torch::kCUDA, 0);
-  torch::manual_seed(5);
-  model::Transformer trainer_model(test::toy_config(), torch::kFloat32);
-  TrainerWeights tw(*trainer_model);
-  sync::VersionStore store("", sync::RetentionPolicy{4, 2}, test::test_codec());
-  store.publish(0, tw.views());
-  OneStepSource one_step(store);
-  sync::LocalPatchSource composed(store);
-  sync::WorkerReplica replica("w-gpu");
   model::Transformer m(test::toy_config(), torch::kBFloat16);
   m->to(cuda);
-  app::ModelWeightLoader loader(*m);
+  app::ModelWeightLoader loader(*m);  // sync::apply_patch_cuda
   INFO(loader.unusable_reason());
   REQUIRE(loader.unusable_reason().empty());
-
-  // Bootstrap from the anchor: a full copy, then the state is known.
-  auto st = replica.sync_to(composed, 0);
-  auto r = loader.load(replica, st);
-  CHECK(r.load == WeightLoad::FullCopy);
-  CHECK(r.reason == "the device weights are not known to be at a version yet");
-  CHECK(same_as_replica(*m, replica));
-
-  // One-step patches (one or two per sync) and composed ones: all on the device, equal bytes each time.
-  uint64_t v = 0;
-  for (int sync_no = 0; sync_no < 6; ++sync_no) {
-    const int versions = 1 + sync_no % 2;
-    for (int k = 0; k < versions; ++k) {
-      tw.step();
-      store.publish(++v, tw.views());
-    }
-    st = replica.sync_to(sync_no < 3 ? static_cast<sync::PatchSource&>(one_step) : composed, v);
-    INFO("sync " << sync_no << " to version " << v);
-    REQUIRE_FALSE(st.used_anchor);
-    uint64_t handed = 0;
-    for (const auto& b : st.applied_patches) handed += b.size();
-    r = loader.load(replica, st);
-    CHECK(r.load == WeightLoad::DevicePatch);
-    CHECK(r.failure.empty());
-    CHECK(r.patch_bytes == handed);
-    CHECK(loader.state().version == v);
-    CHECK(loader.state().root == replica.root_hash());
-    CHECK(replica.root_hash() == store.head().root_hash);
-    CHECK(same_as_replica(*m, replica));
-  }
-
-  // A device tensor goes bad behind the loader's back: the next patch (which changes every tensor) fails
-  // its target hash on the device, is rolled back, and the full copy repairs the parameters.
-  {
-    torch::NoGradGuard no_grad;
-    auto norm = m->named_parameters(true)["model.norm.weight"];
-    norm.add_(1.0);  // every element: a patch that rewrites some of them cannot repair it by chance
-  }
-  tw.step();
-  store.publish(++v, tw.views());
-  st = replica.sync_to(composed, v);
-  r = loader.load(replica, st);
-  CHECK(r.load == WeightLoad::FullCopy);
-  INFO(r.failure);
-  CHECK(r.failure.find("device patch apply failed") == 0);
-  CHECK(r.failure.find("model.norm.weight") != std::string::npos);
-  CHECK(same_as_replica(*m, replica));
-  CHECK(loader.state().version == v);
-
-  // Its base retired: the replica takes an anchor, the device gets a full copy, then patches again.
-  store.forget_worker("w-gpu");
-  for (int k = 0; k < 9; ++k) {
-    tw.step();
-    store.publish(++v, tw.views());
-  }
-  st = replica.sync_to(composed, v);
-  REQUIRE(st.used_anchor);
-  r = loader.load(replica, st);
-  CHECK(r.load == WeightLoad::FullCopy);
-  CHECK(r.reason == "the sync applied an anchor");
-  CHECK(same_as_replica(*m, replica));
-  tw.step();
-  store.publish(++v, tw.views());
-  st = replica.sync_to(composed, v);
-  r = loader.load(replica, st);
-  CHECK(r.load == WeightLoad::DevicePatch);
-  CHECK(same_as_replica(*m, replica));
+  const sync::WorkerReplica replica = run_worker_sequence(*m, loader, "w-gpu");
 
   // An FP32 model on the GPU: full copies, naming the dtype.
   model::Transformer fp32(test::toy_config(), torch::kFloat32);
   fp32->to(cuda);
   app::ModelWeightLoader fp32_loader(*fp32);
   CHECK(fp32_loader.unusable_reason().find("not BFloat16") != std::string::npos);
-  r = fp32_loader.load(replica, st);
+  const auto r = fp32_loader.load(replica, sync::WorkerReplica::SyncStats{});
   CHECK(r.load == WeightLoad::FullCopy);
   CHECK(same_as_replica(*fp32, replica));
 }
