@@ -23,6 +23,7 @@
 #include "kernels/diff_emit16.h"
 #include "kernels/diff_scan.h"
 #include "kernels/splitmix64.h"
+#include "kernels/xxh3_long.h"
 #include "sync/atomic_file.h"
 #include "sync/parallel.h"
 #include "sync/patch.h"
@@ -40,8 +41,8 @@ double seconds_since(Clock::time_point t0) {
 /// The kernel variants in use, as the table prints them.
 std::string kernel_variants() {
   return std::string("diff_emit16 ") + kernels::diff_emit16_isa() + ", apply " +
-         kernels::apply_kernels_isa() + ", diff_masks " + kernels::diff_masks_isa() +
-         " (unfused XXH3, memcpy and zstd: their libraries' own dispatch)";
+         kernels::apply_kernels_isa() + ", diff_masks " + kernels::diff_masks_isa() + ", xxh3_long " +
+         kernels::xxh3_long_isa() + " (memcpy, zstd and short XXH3 inputs: their libraries' own dispatch)";
 }
 
 /// Forces every kernel family to the variant `isa` ("" = leave the CPU's fastest) while alive, and back
@@ -67,12 +68,14 @@ class ForceKernels {
     force(kernels::diff_emit16_force);
     force(kernels::apply_kernels_force);
     force(kernels::diff_masks_force);
+    force(kernels::xxh3_long_force);
   }
   ~ForceKernels() {
     if (!forced_) return;
     kernels::diff_emit16_force(nullptr);
     kernels::apply_kernels_force(nullptr);
     kernels::diff_masks_force(nullptr);
+    kernels::xxh3_long_force(nullptr);
   }
   ForceKernels(const ForceKernels&) = delete;
   ForceKernels& operator=(const ForceKernels&) = delete;
