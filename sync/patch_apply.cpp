@@ -39,21 +39,35 @@ inline void prefetch_block(const uint8_t* p, size_t n) {
 /// The hashes of one tensor's apply pass, block by block while each block is in cache: `after` of the new
 /// bytes right after a block's changes are written, `base` (when asked for: an apply without a trusted
 /// root) of the old bytes right before (its last bytes copied up front, since they change before the end).
+/// Without the base hash, a sparse tensor (`read_ahead`: fewer changes than cache lines) is still read in
+/// order right before its changes (one load per cache line): the hardware prefetcher follows that stream
+/// and the scattered writes then hit the cache. Measured, forced AVX2, 1 thread, trusted root: 1% changed
+/// 0.6x memcpy without this read, 0.9-1.1x with it (as the base hash gives the untrusted apply); 7%
+/// (nearly every line written) 0.78-0.82x without, 0.65-0.68x with it, so dense tensors skip it.
 struct ApplyHashes {
-  ApplyHashes(const MutableTensorView& w, bool hash_base)
-      : after(w.nbytes), base(w.nbytes), hash_base(hash_base) {
+  ApplyHashes(const MutableTensorView& w, bool hash_base, bool read_ahead)
+      : after(w.nbytes), base(w.nbytes), hash_base(hash_base), read_ahead(read_ahead) {
     if (hash_base) base.save_tail(w.data);
   }
-  /// Before block [0, end) is written; after writing [.., end), with `next` = the end of the block after.
-  void before(const uint8_t* data, uint64_t end) {
-    if (hash_base) base.add(data, end);
-  }
+  /// Before block [.., end) is written.
+  void before(const uint8_t* data, uint64_t end) { read_old(data, end); }
+  /// After block [.., end) was written, and before [end, next) is.
   void done(const uint8_t* data, uint64_t end, uint64_t next) {
     after.add(data, end);
-    if (hash_base) base.add(data, next);
+    read_old(data, next);
   }
   Xxh3Blocks after, base;
-  bool hash_base;
+  bool hash_base, read_ahead;
+
+ private:
+  void read_old(const uint8_t* data, uint64_t end) {
+    if (hash_base) {
+      base.add(data, end);
+    } else if (read_ahead) {
+      for (; read_ < end; read_ += 64) (void)*static_cast<const volatile uint8_t*>(data + read_);
+    }
+  }
+  uint64_t read_ = 0;  // bytes read ahead so far (without the base hash)
 };
 
 /// Applies one tensor's streams to `w`, saving the old values into undo; returns the new xxh3, hashed
@@ -68,7 +82,7 @@ uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint
   const uint64_t stored = t.index_coding == kIndexDense ? n : t.changed;
   const ValueStreamReader<U> values(streams + t.index_bytes, stored, delta);
   const uint64_t block_elems = kApplyBlockBytes / kw;
-  ApplyHashes hash(w, base_hash != nullptr);
+  ApplyHashes hash(w, base_hash != nullptr, t.index_coding != kIndexDense && t.changed * 64 < w.nbytes);
   const auto finish = [&]() {
     undo.applied = true;
     if (base_hash) *base_hash = hash.base.finish_saved();
