@@ -55,8 +55,15 @@ uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t l
 
 namespace {
 
+/// libxxhash's own code path for this build's baseline ISA (XXH_VECTOR, chosen at compile time: SSE2 on
+/// x86-64, NEON on AArch64, else scalar), so "portable" is never slower than libxxhash's XXH3_64bits.
 void accumulate_portable(Xxh3LongState& state, const uint8_t* data, uint64_t blocks) {
-  for (uint64_t b = 0; b < blocks; ++b) xxh3_long_accumulate_block(state, data + b * kXxh3BlockBytes);
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = data + b * kXxh3BlockBytes;
+    for (uint64_t s = 0; s < kStripesPerBlock; ++s)
+      XXH3_accumulate_512(state.acc, block + s * XXH_STRIPE_LEN, XXH3_kSecret + s * XXH_SECRET_CONSUME_RATE);
+    XXH3_scrambleAcc(state.acc, XXH3_kSecret + kScrambleKey);
+  }
 }
 
 #ifdef PULSE_KERNELS_X86

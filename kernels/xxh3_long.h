@@ -40,7 +40,7 @@ constexpr uint64_t xxh3_long_block_bytes(uint64_t len) {
 /// the scramble): the remaining stripes, the last stripe and the merge. Returns XXH3_64bits(input, len).
 uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t len);
 
-/// Portable reference of the caller's part (tests): accumulates the block at `block` (1024 bytes).
+/// Scalar reference of the caller's part (tests): accumulates the block at `block` (1024 bytes).
 void xxh3_long_accumulate_block(Xxh3LongState& state, const uint8_t* block);
 
 /// Accumulates the `blocks` consecutive 1024-byte blocks at `data` (any alignment) into `state`: per block
@@ -54,7 +54,8 @@ void xxh3_long_accumulate(Xxh3LongState& state, const uint8_t* data, uint64_t bl
 /// libxxhash. Reentrant.
 uint64_t xxh3_64bits(const void* data, uint64_t len);
 
-/// Which xxh3_long_accumulate variant runs now: "avx512" (AVX-512F), "avx2" or "portable".
+/// Which xxh3_long_accumulate variant runs now: "avx512" (AVX-512F), "avx2" or "portable" (libxxhash's
+/// code path for the build's baseline ISA: SSE2 on x86-64).
 const char* xxh3_long_isa();
 
 /// Whether this CPU (and this build) can run the xxh3_long_accumulate variant `isa`.

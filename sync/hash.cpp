@@ -1,15 +1,6 @@
 #include "sync/hash.h"
 
 #include <xxhash.h>
-#if defined(__x86_64__) && defined(__has_include)
-#if __has_include(<xxh_x86dispatch.h>)
-// libxxhash's x86 build exports *_dispatch entry points that pick SSE2/AVX2/AVX-512 at run time (where
-// the library was built with them; Debian's was not).
-#define XXH_DISPATCH_DISABLE_REPLACE
-#include <xxh_x86dispatch.h>
-#define PULSE_XXH3_DISPATCH 1
-#endif
-#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -60,25 +51,49 @@ uint64_t Xxh3Blocks::finish_saved() {
   return kx::xxh3_long_finish_tail(state_, tail_, tail_offset_, len_);
 }
 
-Xxh3Stream::Xxh3Stream() : state_(XXH3_createState()) {
-  if (!state_) throw std::bad_alloc();
-  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
-}
-
-Xxh3Stream::~Xxh3Stream() {
-  XXH3_freeState(static_cast<XXH3_state_t*>(state_));
+Xxh3Stream::Xxh3Stream() {
+  kx::xxh3_long_init(state_);
 }
 
 void Xxh3Stream::update(const void* data, size_t n) {
-#ifdef PULSE_XXH3_DISPATCH
-  XXH3_64bits_update_dispatch(static_cast<XXH3_state_t*>(state_), data, n);
-#else
-  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, n);
-#endif
+  constexpr uint64_t kBlock = kx::kXxh3BlockBytes;
+  const auto* p = static_cast<const uint8_t*>(data);
+  total_ += n;
+  if (pending_ + n <= kBlock) {  // may still be the last block: keep it
+    if (n) std::memcpy(buffer_ + pending_, p, n);
+    pending_ += n;
+    return;
+  }
+  if (pending_) {  // more follows: the buffered block is full and not the last
+    const uint64_t fill = kBlock - pending_;
+    std::memcpy(buffer_ + pending_, p, fill);
+    kx::xxh3_long_accumulate(state_, buffer_, 1);
+    std::memcpy(last64_, buffer_ + kBlock - 64, 64);
+    p += fill;
+    n -= fill;
+    pending_ = 0;
+  }
+  // n >= 1 bytes left: every full block but one that would end the input goes straight from `data`.
+  const uint64_t blocks = (n - 1) / kBlock;
+  if (blocks) {
+    kx::xxh3_long_accumulate(state_, p, blocks);
+    std::memcpy(last64_, p + blocks * kBlock - 64, 64);
+    p += blocks * kBlock;
+    n -= blocks * kBlock;
+  }
+  std::memcpy(buffer_, p, n);
+  pending_ = n;
 }
 
 uint64_t Xxh3Stream::digest() const {
-  return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_));
+  if (total_ < kx::kXxh3LongMinBytes) return XXH3_64bits(buffer_, total_);  // all of it is in buffer_
+  kx::Xxh3LongState state = state_;
+  if (total_ == pending_) return kx::xxh3_long_finish(state, buffer_, total_);  // one block, unaccumulated
+  // The last block's bytes and the 64 before them (XXH3's last stripe may reach back into them).
+  uint8_t tail[64 + kx::kXxh3BlockBytes];
+  std::memcpy(tail, last64_, 64);
+  std::memcpy(tail + 64, buffer_, pending_);
+  return kx::xxh3_long_finish_tail(state, tail, total_ - pending_ - 64, total_);
 }
 
 uint64_t tensor_hash(const TensorView& tensor) {

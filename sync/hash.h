@@ -46,20 +46,26 @@ class Xxh3Blocks {
   uint8_t tail_[kernels::kXxh3BlockBytes];
 };
 
-/// Streaming XXH3-64 (seed 0) through libxxhash (its SSE2 path here): update() any number of times, then
-/// digest(). For inputs handed over in pieces of any size; Xxh3Blocks is faster where the whole input
-/// stays addressable.
+/// Streaming XXH3-64 (seed 0): update() any number of times with pieces of any size, then digest()
+/// (any number of times; XXH3_64bits of everything so far). Full 1024-byte blocks are accumulated by
+/// kernels::xxh3_long_accumulate straight from the caller's pieces once a later byte shows they are not
+/// the last block; at most 1024 pending bytes (and the 64 before them, for XXH3's last stripe) are
+/// copied. The encoder hashes its unfused scans with it (tensors of other than 2-byte elements, the
+/// portable kernels). No allocation; not thread safe (one object per input).
 class Xxh3Stream {
  public:
   Xxh3Stream();
-  ~Xxh3Stream();
   Xxh3Stream(const Xxh3Stream&) = delete;
   Xxh3Stream& operator=(const Xxh3Stream&) = delete;
   void update(const void* data, size_t n);
   uint64_t digest() const;
 
  private:
-  void* state_;  // XXH3_state_t (kept out of this header)
+  kernels::Xxh3LongState state_;
+  uint64_t total_ = 0;    // bytes seen
+  uint64_t pending_ = 0;  // bytes in buffer_ not yet accumulated (1..1024 once total_ > 0)
+  uint8_t last64_[64];    // the 64 bytes before buffer_ (valid once a block was accumulated)
+  uint8_t buffer_[kernels::kXxh3BlockBytes];
 };
 
 /// XXH3-64 of the tensor's bytes (dtype/shape not included), through xxh3_64. Reentrant.

@@ -52,3 +52,35 @@ TEST_CASE("Xxh3Blocks refuses to finish from a tail it did not save or blocks it
   a.add(data.data(), 5000);
   CHECK(a.finish_saved() == XXH3_64bits(data.data(), 5000));
 }
+
+TEST_CASE("Xxh3Stream fed in pieces of any size equals XXH3_64bits", "[sync][hash]") {
+  std::mt19937_64 rng(9);
+  std::vector<uint8_t> data(200000);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  // Every length up to 2100 in random pieces (many end exactly at or just past a 1024-byte block).
+  for (uint64_t len = 0; len <= 2100; ++len) {
+    Xxh3Stream s;
+    for (uint64_t at = 0; at < len;) {
+      const uint64_t piece =
+          std::min<uint64_t>(len - at, rng() % 3 == 0 ? 1024 - at % 1024 : 1 + rng() % 700);
+      s.update(data.data() + at, piece);
+      at += piece;
+    }
+    if (s.digest() != XXH3_64bits(data.data(), len)) FAIL("length " << len);
+  }
+  // Long inputs in fixed pieces (the encoder's 64 KiB blocks), with digests on the way.
+  for (uint64_t piece : {1ull, 63ull, 64ull, 1023ull, 1024ull, 1025ull, 65536ull}) {
+    const uint64_t len = piece == 1 ? 5000 : 200000 - 3;
+    Xxh3Stream s;
+    for (uint64_t at = 0; at < len; at += piece) {
+      const uint64_t n = std::min(piece, len - at);
+      s.update(data.data() + at, n);
+      if (at % 7 == 0) REQUIRE(s.digest() == XXH3_64bits(data.data(), at + n));
+    }
+    INFO("pieces of " << piece);
+    REQUIRE(s.digest() == XXH3_64bits(data.data(), len));
+  }
+  Xxh3Stream empty;
+  empty.update(nullptr, 0);
+  CHECK(empty.digest() == XXH3_64bits(nullptr, 0));
+}
