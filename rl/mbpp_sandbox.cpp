@@ -394,7 +394,9 @@ RunOutcome run_judged(const std::string& job_json, const SandboxLimits& lim) {
       size_t used = res.out.size() + res.err.size() + res.status.size() + res.judge_err.size();
       size_t room = lim.output_bytes > used ? lim.output_bytes - used : 0;
       if (sinks[which[i]]) sinks[which[i]]->append(buf, std::min(room, static_cast<size_t>(got)));
-      if (static_cast<size_t>(got) > room) {
+      // The first read past the cap decides: reads of what was still buffered after the kill (by then
+      // the judge is gone too) must not turn an output flood into a judge error.
+      if (static_cast<size_t>(got) > room && !killed) {
         res.output_limit = !judge_done;
         kill_all();
       }

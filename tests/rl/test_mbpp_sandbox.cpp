@@ -179,6 +179,30 @@ TEST_CASE("hazards are contained within the limits and score 0", "[grader][mbpp]
   CHECK(left == 0);
 }
 
+TEST_CASE("a flood of stdout or stderr past the cap is graded output_limit, whatever its size",
+          "[grader][mbpp][hazard]") {
+  REQUIRE(sandbox_available());
+  const Problem t = add_one_task();
+  SandboxLimits lim;
+  lim.output_bytes = 1 << 20;
+  // Once graded "judge_error: exit 137": reads of output still buffered after the kill, with the judge
+  // gone by then, overwrote the verdict (5 MB and more, or many small writes).
+  for (const std::string stream : {"stdout", "stderr"})
+    for (const std::string amount : {"'x' * 2000000", "'x' * 5000000", "'x' * 20000000"}) {
+      const std::string code =
+          "import sys\nsys." + stream + ".write(" + amount + ")\ndef add_one(x):\n    return x + 1\n";
+      INFO(stream << " " << amount);
+      const auto r = grade_mbpp(code, t, lim);
+      CHECK(r.reason == "output_limit");
+      CHECK(r.score == 0.0);
+    }
+  const auto many = grade_mbpp(
+      "import sys\nfor i in range(3000):\n    sys.stdout.write('x' * 1000)\ndef add_one(x):\n    return x + "
+      "1\n",
+      t, lim);
+  CHECK(many.reason == "output_limit");
+}
+
 TEST_CASE("a sandbox that cannot start is an infrastructure error, never a run", "[grader][mbpp]") {
   Problem t = add_one_task();
   SandboxLimits no_bwrap;
