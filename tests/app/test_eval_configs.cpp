@@ -14,6 +14,7 @@
 
 #include "datasets/loaders.h"
 #include "model/tokenizer.h"
+#include "sync/atomic_file.h"
 #include "tests/app/cli_test_util.h"
 #include "tests/app/run_test_util.h"
 #include "tests/test_paths.h"
@@ -88,13 +89,26 @@ TEST_CASE("pulse data fetch --from, then pulse eval configs/mbpp-eval.toml: test
   CHECK(again.out.find("(already installed, verified)") != std::string::npos);
   auto list = pulse_cli({"data", "list"});
   CHECK(list.code == 0);
-  CHECK(list.out.find("datasets/data/mbpp.jsonl 563743 bytes sha256 "
-                      "ccf64ceae9c5403bf50a044cb6d505bfd2a2963ee58338ba268fd65beab92a9f (present)") !=
-        std::string::npos);
+  CHECK(
+      list.out.find("datasets/data/mbpp.jsonl 563743 bytes sha256 "
+                    "ccf64ceae9c5403bf50a044cb6d505bfd2a2963ee58338ba268fd65beab92a9f (present, verified)") !=
+      std::string::npos);
   CHECK(list.out.find("datasets/data/math500_test.jsonl 446564 bytes sha256 "
                       "35dc41080a3680858b27fa7e0533d2d547825316fc5dafe5d316f4ccc5a06132 (missing)") !=
         std::string::npos);
   CHECK(list.out.find("source https://people.eecs.berkeley.edu/~hendrycks/MATH.tar") != std::string::npos);
+  {  // A damaged installed file is listed as damaged (its own size and hash), not as present.
+    const std::string gsm = "datasets/data/gsm8k_test.jsonl";
+    const std::string good = pulse::sync::read_file(gsm);
+    pulse::sync::write_file_atomic(gsm, good.substr(0, 1000));
+    auto damaged = pulse_cli({"data", "list"});
+    CHECK(damaged.code == 0);
+    CHECK(damaged.out.find(
+              "datasets/data/gsm8k_test.jsonl 749738 bytes sha256 "
+              "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14 (present but DAMAGED: "
+              "1000 bytes sha256 ") != std::string::npos);
+    pulse::sync::write_file_atomic(gsm, good);
+  }
   auto unknown = pulse_cli({"data", "fetch", "humaneval"});
   CHECK(unknown.code == 1);
   CHECK(unknown.err.find("unknown dataset 'humaneval' (known: math500, math, mbpp, gsm8k)") !=
