@@ -27,16 +27,18 @@
 #             into the JSON
 #   grpo_verify  offline root-hash check of the GPU run's weights: pulse sync diff (checkpoint 0 -> last),
 #             apply, verify (host code, exit 0 = the applied weights are the patch's target)
-#   grpo_cpu  the same run with run.device=cpu, for the step-time comparison (when >= 90 s are left)
 #             PULSE_GPU_CHECK_GRPO_PULSE (default build-gpu/pulse) and PULSE_GPU_CHECK_GRPO_DEVICE (default
 #             cuda) let a machine without a GPU try this path: =build/pulse and =cpu
 #   device_tests  when >= 200 s are left: build test_rl and test_app in build-gpu and run their GPU tests
-#             (test_rl "[gpu]": GRPO, MasterAdam on CUDA; test_app "[device]": a tiny run on cuda + resume,
-#             worker patches applied on the GPU against the host replica)
+#             (test_rl "[gpu]": GRPO, MasterAdam, DiLoCo/PULSELoCo rounds on CUDA; test_app "[gpu]": a tiny
+#             run on cuda + resume, worker patches applied on the GPU against the host replica, the GPU
+#             encoder against the CPU encode)
+#   grpo_cpu  the same run as grpo with run.device=cpu, for the step-time comparison (when >= 90 s are
+#             left after device_tests)
 # Without a GPU it says so in the JSON ("gpu": false, with the reason) and exits 0 after the steps that
 # need none (environment, the prebuilt tests, which then skip with a message).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 start=$(date +%s)
 budget=${PULSE_GPU_CHECK_BUDGET:-470}
@@ -92,17 +94,20 @@ nvcc_bin=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/loc
   python3 -c 'import os, nvidia.cuda_nvcc as m; p = os.path.join(list(m.__path__)[0], "bin", "nvcc"); print(p if os.access(p, os.X_OK) else "")' 2>/dev/null ||
   true)
 python3 - >"$work/torch.json" 2>"$work/torch.err" <<'PY' || true
-import json
+import json, os
 try:
     import torch
     print(json.dumps({"version": torch.__version__, "cuda": torch.version.cuda,
                       "cuda_available": torch.cuda.is_available(),
                       "cmake_prefix_path": torch.utils.cmake_prefix_path,
+                      "include_dir": os.path.join(os.path.dirname(torch.__file__), "include"),
                       "cxx11_abi": bool(torch.compiled_with_cxx11_abi())}))
 except Exception as e:  # noqa: BLE001
     print(json.dumps({"error": repr(e)}))
 PY
-torch_prefix=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("cmake_prefix_path",""))' "$work/torch.json" 2>/dev/null || true)
+torch_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2],""))' "$work/torch.json" "$1" 2>/dev/null || true; }
+torch_prefix=$(torch_field cmake_prefix_path)
+torch_include=$(torch_field include_dir)
 {
   echo "nvcc: ${nvcc_bin:-none} $([ -n "$nvcc_bin" ] && "$nvcc_bin" --version | tail -2 | head -1)"
   echo "cmake: $(cmake --version 2>/dev/null | head -1 || echo none)"
@@ -113,6 +118,18 @@ torch_prefix=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).g
 
 # ---- prebuilt GPU binaries (carried) ------------------------------------------------------------------
 pre=bench/gpu-debs/prebuilt
+# Which commit the prebuilt binaries were built from (bench/gpu_debs.sh writes it): stale binaries test
+# old kernels.
+if [ -f "$pre/BUILD_INFO" ]; then
+  cp "$pre/BUILD_INFO" "$work/prebuilt_info.txt"
+  head=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+  if ! grep -q "^commit $head" "$pre/BUILD_INFO"; then
+    echo "prebuilt binaries are NOT from HEAD $head: rerun bench/gpu_debs.sh before carrying" >>"$work/prebuilt_info.txt"
+    echo "gpu_check: warning: $pre was not built from HEAD $head (rerun bench/gpu_debs.sh)" >&2
+  fi
+elif [ -d "$pre" ]; then
+  echo "no $pre/BUILD_INFO: built before bench/gpu_debs.sh recorded the commit (stale?)" >"$work/prebuilt_info.txt"
+fi
 if [ -x "$pre/test_kernels_cuda" ]; then
   step prebuilt_tests 150 env LD_LIBRARY_PATH="$root/$pre:${LD_LIBRARY_PATH:-}" "$pre/test_kernels_cuda"
   if $gpu; then
@@ -131,14 +148,40 @@ prefix="$root/bench/gpu-debs/root"
 extracted=0
 if ls bench/gpu-debs/*.deb >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; then
   mkdir -p "$prefix"
+  skipped=""
   for deb in bench/gpu-debs/*.deb; do
     pkg=$(dpkg-deb -f "$deb" Package)
     if dpkg -s "$pkg" >/dev/null 2>&1; then continue; fi
+    # torch's ProcessGroupGloo.hpp goes with the gloo headers torch ships, when it ships them.
+    if [ "$pkg" = libgloo-dev ] && [ -f "$torch_include/gloo/rendezvous/store.h" ]; then
+      skipped="$skipped $pkg(torch's own gloo headers)"
+      continue
+    fi
     dpkg -x "$deb" "$prefix" && extracted=$((extracted + 1))
   done
-  # pkg-config files name prefix=/usr: point them at the extracted tree.
-  find "$prefix" -name '*.pc' -exec sed -i "s#^prefix=/usr#prefix=$prefix/usr#" {} + 2>/dev/null || true
-  echo "extracted $extracted packages into $prefix" >"$work/debs.log"
+  # pkg-config files name prefix=/usr (some exec_prefix=/usr too): point them at the extracted tree.
+  find "$prefix" -name '*.pc' -exec sed -i -e "s#^prefix=/usr#prefix=$prefix/usr#" \
+    -e "s#^exec_prefix=/usr#exec_prefix=$prefix/usr#" {} + 2>/dev/null || true
+  # A -dev package's lib*.so names its own version's runtime file (libzstd.so -> libzstd.so.1.5.4); when
+  # that runtime package is installed here in another version (so not extracted), the link dangles and
+  # -lzstd fails: point it at this system's library of the same soname (libzstd.so.1).
+  repointed=""
+  while IFS= read -r link; do
+    target=$(readlink "$link")
+    soname=$(basename "$target" | sed -E 's/^(lib.*\.so\.[0-9]+).*/\1/')
+    for d in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/lib64 /usr/lib; do
+      if [ -e "$d/$soname" ]; then
+        ln -sf "$d/$soname" "$link" && repointed="$repointed $(basename "$link")->$d/$soname"
+        break
+      fi
+    done
+  done < <(find "$prefix" -name 'lib*.so' -xtype l 2>/dev/null)
+  {
+    echo "extracted $extracted packages into $prefix"
+    echo "not extracted:${skipped:- none}"
+    echo "dangling -dev links pointed at this system's libraries:${repointed:- none}"
+    echo "still dangling: $(find "$prefix" -name 'lib*.so' -xtype l 2>/dev/null | tr '\n' ' ')"
+  } >"$work/debs.log"
   echo "0 0 ran" >"$work/debs.step"
 else
   skip debs "no bench/gpu-debs/*.deb or no dpkg"
@@ -148,6 +191,25 @@ export PKG_CONFIG_PATH="$arch_lib/pkgconfig:$prefix/usr/share/pkgconfig:${PKG_CO
 export CPATH="$prefix/usr/include:${CPATH:-}"
 export LIBRARY_PATH="$arch_lib:${LIBRARY_PATH:-}"
 export LD_LIBRARY_PATH="$arch_lib:${LD_LIBRARY_PATH:-}"
+# Carried tools (pkg-config, spm_train) after the system's own.
+export PATH="$PATH:$prefix/usr/bin"
+# The embedded default trains its tokenizer with SentencePiece's spm_train (model/tokenizer.cpp). Without
+# the tool, python3's sentencepiece module takes the same flags (the CLI's --minloglevel is dropped).
+if ! command -v spm_train >/dev/null 2>&1 && python3 -c 'import sentencepiece' >/dev/null 2>&1; then
+  mkdir -p "$work/bin"
+  cat >"$work/bin/spm_train" <<'SPM'
+#!/usr/bin/env python3
+import sys
+import sentencepiece as spm
+spm.SentencePieceTrainer.Train(" ".join(a for a in sys.argv[1:] if not a.startswith("--minloglevel=")))
+SPM
+  chmod +x "$work/bin/spm_train"
+  export PATH="$PATH:$work/bin"
+fi
+{
+  echo "pkg-config: $(command -v pkg-config || command -v pkgconf || echo none)"
+  echo "spm_train: $(command -v spm_train || echo 'none (the grpo runs cannot train their tokenizer)')"
+} >>"$work/tools.txt"
 
 # ---- build against torch's LibTorch -----------------------------------------------------------------------
 built=false
@@ -185,8 +247,11 @@ fi
 # through host memory as on the CPU. A LibTorch without CUDA fails at once naming run.device and the reason.
 grpo_pulse=${PULSE_GPU_CHECK_GRPO_PULSE:-build-gpu/pulse}
 grpo_device=${PULSE_GPU_CHECK_GRPO_DEVICE:-cuda}
+# model.dtype = bfloat16: the workers' parameters are BF16, so their syncs can patch them on the GPU
+# (app/device_weights.h); the default's float32 parameters are always copied whole.
 grpo_args=(configs/default.toml --quiet --log-json --set sft.steps=60 --set sft.warmup_steps=5
-  --set rl.steps=4 --set eval.before=false --set eval.after=false --set run.checkpoint_every=0)
+  --set rl.steps=4 --set eval.before=false --set eval.after=false --set run.checkpoint_every=0
+  --set model.dtype=bfloat16)
 if [ -x "$grpo_pulse" ] && { $gpu || [ "$grpo_device" != cuda ]; }; then
   step grpo 150 "$grpo_pulse" run "${grpo_args[@]}" --set run.device="$grpo_device" --set run.dir="$work/grpo_run"
   ck="$work/grpo_run/checkpoints"
@@ -200,30 +265,37 @@ if [ -x "$grpo_pulse" ] && { $gpu || [ "$grpo_device" != cuda ]; }; then
   else
     skip grpo_verify "the grpo run wrote no checkpoint"
   fi
-  if [ "$(left)" -ge 90 ]; then
-    step grpo_cpu 80 "$grpo_pulse" run "${grpo_args[@]}" --set run.device=cpu --set run.dir="$work/grpo_cpu_run"
-  else
-    skip grpo_cpu "less than 90 s of the time budget left"
-  fi
+  grpo_ran=true
 elif [ -x "$grpo_pulse" ]; then
   skip grpo "no GPU: $gpu_reason"
   skip grpo_verify "no GPU run"
-  skip grpo_cpu "no GPU run to compare with"
+  grpo_ran=false
 else
   skip grpo "$grpo_pulse was not built"
   skip grpo_verify "no GPU run"
-  skip grpo_cpu "no GPU run to compare with"
+  grpo_ran=false
 fi
 
 # ---- device_tests: the GPU tests of test_rl and test_app, when the budget allows -----------------------
+# (before grpo_cpu: bit-for-bit GPU checks matter more than the CPU step time). Only the "[gpu]" cases:
+# test_app's other "[device]" cases are CPU runs, minutes of them.
 if [ -x build-gpu/pulse ] && $gpu && [ "$(left)" -ge 200 ]; then
   if step build_device_tests 140 cmake --build build-gpu -j"$(nproc)" --target test_rl test_app; then
-    step device_tests 60 bash -c 'build-gpu/test_rl "[gpu]" && build-gpu/test_app "[device]"'
+    step device_tests 90 bash -c 'build-gpu/test_rl "[gpu]"; a=$?; build-gpu/test_app "[gpu]"; b=$?; exit $((a | b))'
   else
     skip device_tests "test_rl / test_app did not build in time"
   fi
 else
   skip device_tests "no built pulse, no GPU, or less than 200 s of the time budget left"
+fi
+
+# ---- grpo_cpu: the same GRPO run on the CPU, for the step-time comparison --------------------------------
+if ! $grpo_ran; then
+  skip grpo_cpu "no GPU run to compare with"
+elif [ "$(left)" -ge 90 ]; then
+  step grpo_cpu 80 "$grpo_pulse" run "${grpo_args[@]}" --set run.device=cpu --set run.dir="$work/grpo_cpu_run"
+else
+  skip grpo_cpu "less than 90 s of the time budget left"
 fi
 
 # ---- one JSON file ---------------------------------------------------------------------------------------
@@ -256,7 +328,8 @@ for f in sorted(os.listdir(work)):
 out = {
     "script": "bench/gpu_check.sh", "started_unix": start, "seconds": int(time.time()) - start,
     "gpu": gpu, "gpu_reason": gpu_reason or None, "gpu_info": (text("gpu.txt") or "").strip() or None,
-    "tools": text("tools.txt"), "torch": last_json("torch.json"), "steps": steps,
+    "tools": text("tools.txt"), "torch": last_json("torch.json"), "prebuilt_info": text("prebuilt_info.txt"),
+    "steps": steps,
     "prebuilt_bench": last_json("prebuilt_bench.log"), "bench_kernels": last_json("bench.log"),
 }
 # GRPO runs (steps grpo, grpo_cpu): per-step numbers from metrics.jsonl, the summary, the SFT time.

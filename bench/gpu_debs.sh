@@ -14,11 +14,16 @@ out=bench/gpu-debs
 build=${1:-build-cuda}
 mkdir -p "$out/prebuilt"
 
+# Runtime packages of the -dev ones (libzstd1, libssl3, ...) too: gpu_check.sh extracts only those whose
+# package is not installed there, so that no -dev symlink (libzstd.so -> libzstd.so.1.5.4) dangles.
+# pkgconf: CMake's FindPkgConfig needs a pkg-config. sentencepiece: the spm_train tool that trains the
+# embedded default's tokenizer (model/tokenizer.cpp), not part of a CUDA/PyTorch image.
 packages=(
-  libzstd-dev libxxhash-dev libxxhash0 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
-  libcpp-httplib-dev libcpp-httplib0.11 nlohmann-json3-dev libtomlplusplus-dev libtomlplusplus3
-  libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 catch2 libcli11-dev libgloo-dev libssl-dev libbrotli-dev
-  zlib1g-dev
+  libzstd-dev libzstd1 libxxhash-dev libxxhash0 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0
+  libpcre2-posix3 libcpp-httplib-dev libcpp-httplib0.11 nlohmann-json3-dev libtomlplusplus-dev
+  libtomlplusplus3 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 catch2 libcli11-dev libgloo-dev libssl-dev
+  libssl3 libbrotli-dev libbrotli1 zlib1g-dev zlib1g pkgconf pkgconf-bin libpkgconf3 sentencepiece
+  libsentencepiece0
 )
 (cd "$out" && rm -f ./*.deb && apt-get download "${packages[@]}")
 echo "gpu_debs: $(ls "$out"/*.deb | wc -l) packages in $out"
@@ -29,4 +34,12 @@ fi
 flock /tmp/pulse-build.lock cmake --build "$build" -j2 --target test_kernels_cuda kernels_report
 cp "$build/test_kernels_cuda" "$build/kernels_report" "$out/prebuilt/"
 cp -L /lib/x86_64-linux-gnu/libxxhash.so.0 "$out/prebuilt/"
+# What the binaries were built from: gpu_check.sh puts it into its JSON and warns when it is not HEAD.
+{
+  echo "commit $(git rev-parse HEAD)"
+  nvcc=$(grep -m1 -E '^(CMAKE_CUDA_COMPILER|PULSE_NVCC):' "$build/CMakeCache.txt" | cut -d= -f2- || true)
+  echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) with ${nvcc:-nvcc}: $("${nvcc:-nvcc}" --version 2>/dev/null | tail -2 | head -1)"
+  echo "uncommitted changes at build time:"
+  git status --short --untracked-files=no
+} >"$out/prebuilt/BUILD_INFO"
 echo "gpu_debs: prebuilt GPU binaries in $out/prebuilt ($(du -sh "$out" | cut -f1) in all)"
