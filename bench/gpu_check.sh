@@ -325,11 +325,18 @@ for f in sorted(os.listdir(work)):
         name = f[:-5]
         rc, secs, how = (open(os.path.join(work, f)).read().split() + ["", "", ""])[:3]
         steps[name] = {"rc": int(rc), "seconds": int(secs), "status": how, "log_tail": text(name + ".log", 3000)}
+        # A GPU test without a usable device WARNs "skipped: ..." and passes: on a GPU machine every such
+        # line is a test that did not run (e.g. a CUDA runtime the driver refuses).
+        skips = [l.strip() for l in (text(name + ".log", 10**8) or "").splitlines() if "skipped: no" in l]
+        if skips:
+            steps[name]["gpu_test_skips"] = len(skips)
+            steps[name]["first_skip"] = skips[0][:300]
 out = {
     "script": "bench/gpu_check.sh", "started_unix": start, "seconds": int(time.time()) - start,
     "gpu": gpu, "gpu_reason": gpu_reason or None, "gpu_info": (text("gpu.txt") or "").strip() or None,
     "tools": text("tools.txt"), "torch": last_json("torch.json"), "prebuilt_info": text("prebuilt_info.txt"),
     "steps": steps,
+    "gpu_tests_skipped_on_gpu": gpu and any(v.get("gpu_test_skips") for v in steps.values()),
     "prebuilt_bench": last_json("prebuilt_bench.log"), "bench_kernels": last_json("bench.log"),
 }
 # GRPO runs (steps grpo, grpo_cpu): per-step numbers from metrics.jsonl, the summary, the SFT time.
