@@ -13,8 +13,8 @@
 namespace pulse::sync {
 
 /// XXH3-64 (seed 0) of n bytes (data may be null when n is 0), on the fastest variant of this CPU
-/// (kernels::xxh3_64bits: measured ~46 GB/s AVX-512, ~37 GB/s AVX2 in cache vs ~19 GB/s for Debian's
-/// libxxhash, whose build runs SSE2 only). Reentrant.
+/// (kernels::xxh3_64bits: measured in cache ~46 GB/s AVX-512, ~37 GB/s AVX2, ~25 GB/s portable vs
+/// ~19 GB/s for Debian's libxxhash, whose build runs SSE2 only). Reentrant.
 uint64_t xxh3_64(const void* data, size_t n);
 
 /// XXH3-64 of one `len`-byte input handed over front to back in pieces while it sits in cache (the apply
@@ -36,7 +36,8 @@ class Xxh3Blocks {
   /// XXH3_64bits of the whole `input` (len bytes): the blocks add() did not reach, then the merge.
   uint64_t finish(const uint8_t* input);
   /// The same from the save_tail() copy, when input[0, len) was accumulated by add(input, len) before
-  /// any of it changed. Throws std::logic_error when save_tail was not called.
+  /// any of it changed. Throws std::logic_error when save_tail was not called or add() did not reach
+  /// the end.
   uint64_t finish_saved();
 
  private:
