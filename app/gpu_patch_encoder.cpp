@@ -1,8 +1,10 @@
 // PULSESync encode on the GPU (gpu_patch_encoder.h).
 #include "app/gpu_patch_encoder.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <torch/torch.h>
 
+#include <optional>
 #include <stdexcept>
 
 #include "rl/optimizer.h"
@@ -39,6 +41,10 @@ std::vector<uint8_t> GpuPatchEncoder::encode(const sync::PatchOptions& options) 
   const std::vector<at::Tensor> masters = adam_.master_tensors();
   if (masters.size() != base_.size() || names_.size() != base_.size())
     throw std::logic_error("GpuPatchEncoder: the optimizer's tensors changed");
+  // encode_patch_cuda works on the current CUDA device (its own CUDA runtime follows the context torch's
+  // guard makes current): the masters' device, cuda:LOCAL_RANK, not device 0 for a second trainer rank.
+  std::optional<c10::DeviceGuard> guard;
+  if (!masters.empty()) guard.emplace(masters.front().device());
   std::vector<sync::DeviceTensor> tensors(masters.size());
   for (size_t i = 0; i < masters.size(); ++i) {
     sync::DeviceTensor& t = tensors[i];

@@ -1,6 +1,7 @@
 // DiLoCo / PULSELoCo outer rounds (rl/diloco.h).
 #include "rl/diloco.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -111,6 +112,8 @@ void OuterOptimizer::pseudo_gradient_sparse(const std::vector<at::Tensor>& maste
     at::Tensor r = residual_[t].clone();
     kernels::LocoGateResult g;
     if (r.is_cuda()) {  // gate on the device; only the fired entries come to the host
+      // The gate's CUDA runtime works on the current device: make it the outer state's (cuda:LOCAL_RANK).
+      const c10::DeviceGuard guard(r.device());
       g = sync::loco_gate_cuda_to_host(global_[t].data_ptr<float>(), local.data_ptr<float>(),
                                        r.data_ptr<float>(), n, config_.gate_open, idx[t], val[t]);
     } else {
