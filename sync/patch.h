@@ -96,12 +96,13 @@ PatchInfo inspect_patch(const uint8_t* data, size_t size);
 /// Settings of apply_patch.
 struct ApplyOptions {
   int threads = 0;  ///< 0 = all hardware threads
-  /// Unset (the default, safe): apply_patch hashes the weights to learn their root. Set: the root hash
-  /// the caller already knows its weights to have, e.g. the target root of the patch it applied last
-  /// (which apply_patch verified then) and nothing has written to the weights since. apply_patch then
-  /// skips hashing the tensors the patch changes (one read of the whole model less): this root equal to
-  /// the patch's target root = no-op (returns false without looking); equal to its base root = apply;
-  /// else a base mismatch error. Every changed tensor's target hash is still verified after apply, so
+  /// Unset (the default, safe): apply_patch hashes the weights' base bytes as it applies (in the same
+  /// pass, block by block) to learn their root, and rolls back after the pass when it is not the
+  /// patch's base (or is already its target: then returns false). Set: the root hash the caller already
+  /// knows its weights to have, e.g. the target root of the patch it applied last (which apply_patch
+  /// verified then) and nothing has written to the weights since. apply_patch then skips hashing the
+  /// base of the tensors the patch changes: this root equal to the patch's target root = no-op (returns
+  /// false without looking or writing); equal to its base root = apply; else a base mismatch error. Every changed tensor's target hash is still verified after apply, so
   /// a wrong claim cannot leave wrong weights behind (it is rejected and rolled back); only the no-op
   /// answer rests on the claim alone.
   std::optional<uint64_t> trusted_root;
