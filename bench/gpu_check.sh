@@ -358,7 +358,8 @@ def grpo_run(name):
     st = sorted(r["step_ms"] for r in rows)
     return {"run_device": dev[0] if dev else None, "steps": len(rows), "step_ms": col("step_ms"),
             "median_step_ms": st[len(st) // 2], "train_ms": col("train_ms"), "generate_ms": col("generate_ms"),
-            "encode_ms": col("encode_ms"), "apply_ms": col("apply_ms"), "tokens_per_s": col("tokens_per_s"),
+            "encode_ms": col("encode_ms"), "apply_ms": col("apply_ms"),
+            "load_ms": col("load_ms"), "tokens_per_s": col("tokens_per_s"),
             "bit_identical": col("bit_identical"), "worker_versions": col("worker_versions"),
             "device_patch_loads": col("device_patch_loads"), "full_copy_loads": col("full_copy_loads"),
             "patch_bytes": col("patch_bytes"), "changed_fraction": col("changed_fraction"),
