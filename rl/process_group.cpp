@@ -442,7 +442,9 @@ void TrainerGroup::allreduce_sum(at::Tensor& tensor, const std::string& label) {
       std::vector<at::Tensor> ts{tensor};
       c10d::AllreduceOptions ao;
       ao.reduceOp = c10d::ReduceOp::SUM;
-      im.wait(im.nccl->allreduce(ts, ao));  // the current stream waits for NCCL's
+      // The current stream waits for NCCL's; wait() throws the collective's failure. Not im.wait():
+      // LibTorch 2.x's WorkNCCL::isSuccess() throws NotImplementedError ("... is deprecated").
+      im.nccl->allreduce(ts, ao)->wait();
     });
     return;
   }
