@@ -69,29 +69,52 @@ VarintForm varint_form(const PatchTensorInfo& t, const uint8_t* streams, uint64_
   return f;
 }
 
+/// A device allocation reused by every tensor of one call, grown (never shrunk) when a tensor needs more:
+/// a patch of hundreds of tensors then costs a few cudaMalloc / cudaFree (cudaFree synchronizes the
+/// whole device, stalling the other threads' work on it) instead of several per tensor.
+class GrowBuffer {
+ public:
+  void* get(size_t bytes) {
+    if (!buf_ || bytes > cap_) {
+      buf_.reset();  // free first: the old contents are not needed
+      buf_ = std::make_unique<DeviceBuffer>(bytes);
+      cap_ = bytes;
+    }
+    return buf_->p;
+  }
+
+ private:
+  std::unique_ptr<DeviceBuffer> buf_;
+  size_t cap_ = 0;
+};
+
+/// The scratch of one apply_patch_cuda call.
+struct ApplyScratch {
+  GrowBuffer index, values, apply_ws, hash_ws;
+};
+
 /// Scatters `f` into `w` on the device (undo saved in `undo`), or throws PatchError with the verdict.
 void scatter(uint16_t* w, uint64_t n, const VarintForm& f, bool delta, uint16_t* undo,
-             const std::string& name, cudaStream_t s) {
-  DeviceBuffer index(f.index.size()), values(f.values.size());
+             const std::string& name, cudaStream_t s, ApplyScratch& scratch) {
+  auto* index = static_cast<uint8_t*>(scratch.index.get(f.index.size()));
+  auto* values = static_cast<uint8_t*>(scratch.values.get(f.values.size()));
   const size_t ws_bytes = kc::apply_u16_cuda_workspace_bytes(f.changed, f.index.size());
-  DeviceBuffer ws(ws_bytes);
+  void* ws = scratch.apply_ws.get(ws_bytes);
   if (!f.index.empty())
-    cuda_check(cudaMemcpyAsync(index.p, f.index.data(), f.index.size(), cudaMemcpyHostToDevice, s), "copy");
+    cuda_check(cudaMemcpyAsync(index, f.index.data(), f.index.size(), cudaMemcpyHostToDevice, s), "copy");
   if (!f.values.empty())
-    cuda_check(cudaMemcpyAsync(values.p, f.values.data(), f.values.size(), cudaMemcpyHostToDevice, s),
-               "copy");
+    cuda_check(cudaMemcpyAsync(values, f.values.data(), f.values.size(), cudaMemcpyHostToDevice, s), "copy");
   kc::ApplyStatus st;
-  kc::apply_varint_u16_cuda(w, n, index.bytes(), f.index.size(), f.changed, values.bytes(), delta, undo, ws.p,
-                            ws_bytes, &st, s);
+  kc::apply_varint_u16_cuda(w, n, index, f.index.size(), f.changed, values, delta, undo, ws, ws_bytes, &st,
+                            s);
   if (st.error != kc::kApplyOk)
     throw PatchError("patch tensor '" + name + "': device validation refused the index stream: " +
                      kc::apply_error_name(st.error) + " at " + std::to_string(st.at));
 }
 
-uint64_t device_hash(const uint16_t* p, uint64_t n, cudaStream_t s) {
+uint64_t device_hash(const uint16_t* p, uint64_t n, cudaStream_t s, ApplyScratch& scratch) {
   const size_t ws_bytes = kc::xxh3_cuda_workspace_bytes(2 * n);
-  DeviceBuffer ws(ws_bytes);
-  return kc::xxh3_64_cuda(p, 2 * n, ws.p, ws_bytes, s);
+  return kc::xxh3_64_cuda(p, 2 * n, scratch.hash_ws.get(ws_bytes), ws_bytes, s);
 }
 
 }  // namespace
@@ -124,20 +147,35 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
                           static_cast<uint64_t>(numel(t.shape)), t.raw_offset);
   });
 
+  ApplyScratch scratch;
+  {  // the hash workspace of the largest tensor, once
+    uint64_t max_n = 0;
+    for (const auto& w : weights) max_n = std::max<uint64_t>(max_n, static_cast<uint64_t>(numel(w.shape)));
+    scratch.hash_ws.get(kc::xxh3_cuda_workspace_bytes(2 * max_n));
+  }
   const bool trusted = options.trusted_root.has_value();
   std::vector<uint64_t> current(weights.size(), 0);
   for (size_t k = 0; k < info.tensors.size(); ++k) {
     const auto& t = info.tensors[k];
     if (!trusted || (t.changed == 0 && t.index_coding != kIndexDense)) {
       const auto& w = weights[target_of[k]];
-      current[target_of[k]] = device_hash(w.data, static_cast<uint64_t>(numel(w.shape)), s);
+      current[target_of[k]] = device_hash(w.data, static_cast<uint64_t>(numel(w.shape)), s, scratch);
     }
   }
   if (check_patch_roots(info, target_of, views, current, options.trusted_root)) return false;
 
   // Apply tensor by tensor on the device, verify each target hash, roll back everything on any failure.
   std::vector<VarintForm> forms(info.tensors.size());
-  std::vector<std::unique_ptr<DeviceBuffer> > undo(info.tensors.size());
+  // One undo area for the whole patch: tensor k's old values at undo_at[k] (2 bytes per stored change).
+  std::vector<uint64_t> undo_at(info.tensors.size(), 0);
+  uint64_t undo_elements = 0;
+  for (size_t k = 0; k < info.tensors.size(); ++k) {
+    const auto& t = info.tensors[k];
+    undo_at[k] = undo_elements;
+    if (t.changed == 0 && t.index_coding != kIndexDense) continue;
+    undo_elements += t.index_coding == kIndexDense ? static_cast<uint64_t>(numel(t.shape)) : t.changed;
+  }
+  DeviceBuffer undo(2 * undo_elements);
   std::vector<bool> applied(info.tensors.size(), false);
   std::string failure;
   try {
@@ -147,10 +185,11 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
       auto& w = weights[target_of[k]];
       const uint64_t n = static_cast<uint64_t>(numel(w.shape));
       forms[k] = varint_form(t, payload.data() + t.raw_offset, n);
-      undo[k] = std::make_unique<DeviceBuffer>(2 * forms[k].changed);
-      scatter(w.data, n, forms[k], delta, static_cast<uint16_t*>(undo[k]->p), t.name, s);
+      if (forms[k].changed > (k + 1 < undo_at.size() ? undo_at[k + 1] : undo_elements) - undo_at[k])
+        throw std::logic_error("apply_patch_cuda: undo area of tensor '" + t.name + "' too small");
+      scatter(w.data, n, forms[k], delta, undo.as<uint16_t>() + undo_at[k], t.name, s, scratch);
       applied[k] = true;
-      const uint64_t after = device_hash(w.data, n, s);
+      const uint64_t after = device_hash(w.data, n, s, scratch);
       if (after != t.target_hash)
         failure = "patch tensor '" + t.name + "': hash after apply " + hash_hex(after) +
                   " differs from the target hash " + hash_hex(t.target_hash) + " (" + patch_versions(info) +
@@ -169,7 +208,8 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
       back.changed = forms[k].changed;
       std::vector<uint16_t> old(back.changed);
       if (back.changed)
-        cuda_check(cudaMemcpyAsync(old.data(), undo[k]->p, 2 * back.changed, cudaMemcpyDeviceToHost, s),
+        cuda_check(cudaMemcpyAsync(old.data(), undo.as<uint16_t>() + undo_at[k], 2 * back.changed,
+                                   cudaMemcpyDeviceToHost, s),
                    "copy");
       cuda_check(cudaStreamSynchronize(s), "undo copy");
       back.values.resize(2 * back.changed);
@@ -178,7 +218,8 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
         back.values[back.changed + j] = static_cast<uint8_t>(old[j] >> 8);
       }
       auto& w = weights[target_of[k]];
-      scatter(w.data, static_cast<uint64_t>(numel(w.shape)), back, false, nullptr, info.tensors[k].name, s);
+      scatter(w.data, static_cast<uint64_t>(numel(w.shape)), back, false, nullptr, info.tensors[k].name, s,
+              scratch);
     }
     throw PatchError(failure);
   }
