@@ -103,4 +103,13 @@ inline sync::PatchOptions test_codec() {
   return o;
 }
 
+/// Publishes `model` as version 0 when `store` is empty, then one model.step() per version up to `last`.
+inline void publish_to(sync::VersionStore& store, ToyModel& model, uint64_t last) {
+  if (!store.published()) store.publish(0, model.views());
+  for (uint64_t v = store.head().version + 1; v <= last; ++v) {
+    model.step();
+    store.publish(v, model.views());
+  }
+}
+
 }  // namespace pulse::test

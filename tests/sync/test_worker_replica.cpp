@@ -10,17 +10,10 @@
 #include "tests/sync/test_transport_util.h"
 
 using namespace pulse::sync;
+using pulse::test::publish_to;
 using pulse::test::ToyModel;
 
 namespace {
-
-void publish_to(VersionStore& store, ToyModel& model, uint64_t last) {
-  if (!store.published()) store.publish(0, model.views());
-  for (uint64_t v = store.head().version + 1; v <= last; ++v) {
-    model.step();
-    store.publish(v, model.views());
-  }
-}
 
 /// Flips one byte in the next `corrupt_patches` patches (and every anchor when `corrupt_anchors`).
 class CorruptingSource : public LocalPatchSource {

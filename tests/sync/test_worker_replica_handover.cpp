@@ -11,6 +11,7 @@
 #include "tests/sync/test_transport_util.h"
 
 using namespace pulse::sync;
+using pulse::test::publish_to;
 using pulse::test::ToyModel;
 
 namespace {
@@ -44,14 +45,6 @@ class RecordingSource : public LocalPatchSource {
   bool composed_;
   int corrupt_;
 };
-
-void publish_to(VersionStore& store, ToyModel& model, uint64_t last) {
-  if (!store.published()) store.publish(0, model.views());
-  for (uint64_t v = store.head().version + 1; v <= last; ++v) {
-    model.step();
-    store.publish(v, model.views());
-  }
-}
 
 }  // namespace
 
