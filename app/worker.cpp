@@ -145,8 +145,12 @@ class Heartbeat {
 /// A registered worker: its model, tokenizer, patch source and replica.
 class WorkerSession {
  public:
-  WorkerSession(const WorkerLoopOptions& o, ControlClient& control, RegisterReply boot, const WorkerLog& log)
-      : o_(o), boot_(std::move(boot)), log_(log), replica_(boot_.worker_id) {
+  /// `replica`: the weights to start from (empty, or what this worker held when the same trainer
+  /// dropped it); it confirms under the new registration's id.
+  WorkerSession(const WorkerLoopOptions& o, ControlClient& control, RegisterReply boot, const WorkerLog& log,
+                sync::WorkerReplica replica)
+      : o_(o), boot_(std::move(boot)), log_(log), replica_(std::move(replica)) {
+    replica_.set_id(boot_.worker_id);
     std::string tok_path = scratch_.path + "/" + boot_.tokenizer_name;
     sync::write_file_atomic(tok_path, control.tokenizer());
     tok_ = model::load_tokenizer(tok_path);
@@ -186,6 +190,8 @@ class WorkerSession {
   const RegisterReply& boot() const { return boot_; }
   const std::string& patch_source() const { return patch_from_; }
   uint64_t version() const { return replica_.version(); }
+  /// The replica, moved out (the session is done with it).
+  sync::WorkerReplica take_replica() { return std::move(replica_); }
   /// How syncs reach the model: "device patches" or "full copies (<why not device patches>)".
   std::string weight_path() const {
     return loader_->unusable_reason().empty() ? "device patches"
@@ -321,6 +327,9 @@ SessionEnd run_jobs(WorkerSession& session, ControlClient& control, const Worker
         // Each share is posted as soon as it is done: a crash later loses only the shares not yet sent.
         control.report(r);
       }
+    } catch (const sync::VersionGoneError& e) {  // a share's report: the trainer dropped this worker
+      *why = e.what();
+      return SessionEnd::Dropped;
     } catch (const std::exception& e) {
       WorkerReport failed;
       failed.worker = session.boot().index;
@@ -388,20 +397,33 @@ void worker_loop(const WorkerLoopOptions& o) {
               "worker: waiting to register (up to " +
                   std::to_string(static_cast<int64_t>(o.register_wait_s)) + " s): " + reason);
   };
+  // Weights kept from a session the trainer ended by dropping this worker (a missed lease): the same
+  // trainer process, whose versions only move forward, so the next sync is a patch from the kept
+  // version (or an anchor if that base was retired). After losing the trainer they are not kept: a
+  // restarted trainer may have resumed at an earlier version, and its version numbers then name other
+  // weights.
+  sync::WorkerReplica kept("");
+  std::string kept_model;  // the model config the kept weights belong to
   for (;;) {
     ControlClient control(o.control_url, o.token, o.timeout_s, o.max_retries);
     RegisterReply boot = control.register_worker(o.worker_name, o.register_wait_s, waiting);
-    WorkerSession session(o, control, boot, log);
+    if (kept.empty() || boot.model_config != kept_model) kept = sync::WorkerReplica(boot.worker_id);
+    const uint64_t kept_version = kept.empty() ? 0 : kept.version();
+    const bool keeps = !kept.empty();
+    WorkerSession session(o, control, boot, log, std::move(kept));
+    kept = sync::WorkerReplica("");
     log.event(json{{"event", "registered"},
                    {"worker", boot.worker_id},
                    {"slot", boot.index},
                    {"trainer", o.control_url},
                    {"lease_s", boot.lease_s},
-                   {"weights", session.weight_path()}},
+                   {"weights", session.weight_path()},
+                   {"kept_version", keeps ? json(kept_version) : json(nullptr)}},
               "worker " + boot.worker_id + ": registered with " + o.control_url + " (slot " +
                   std::to_string(boot.index) + ", lease " +
                   std::to_string(static_cast<int64_t>(boot.lease_s)) + " s); patches from " +
-                  session.patch_source() + ", into the model by " + session.weight_path());
+                  session.patch_source() + ", into the model by " + session.weight_path() +
+                  (keeps ? "; kept its weights at version " + std::to_string(kept_version) : ""));
     SessionEnd end;
     std::string why;
     {
@@ -419,6 +441,10 @@ void worker_loop(const WorkerLoopOptions& o) {
                 "worker " + boot.worker_id + ": stopping: the trainer finished the run (at version " +
                     std::to_string(session.version()) + ")");
       return;
+    }
+    if (end == SessionEnd::Dropped) {
+      kept = session.take_replica();
+      kept_model = boot.model_config;
     }
     const std::string what =
         end == SessionEnd::Dropped ? "the trainer dropped this worker" : "lost the trainer";

@@ -43,6 +43,9 @@ class WorkerReplica {
   SyncStats sync_to(PatchSource& source, uint64_t target_version);
 
   const std::string& id() const { return id_; }
+  /// The id it confirms under from now on: a worker the trainer dropped registers again under a new id
+  /// and keeps its verified weights (its next sync is a patch from its version, not an anchor).
+  void set_id(std::string id) { id_ = std::move(id); }
   bool empty() const { return weights_.empty(); }
   uint64_t version() const { return version_; }
   /// Root hash of the current weights (computed after every apply).

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "app/launch.h"
@@ -177,6 +178,61 @@ TEST_CASE("fleet e2e: workers started first; one SIGKILLed mid-run and replaced;
   CHECK(summary["bit_identical_every_step"] == true);
   CHECK(summary["fleet"]["workers_dropped"] == 1);
   CHECK(summary["fleet"]["workers_joined"] == 1);
+}
+
+TEST_CASE("fleet e2e: a worker paused past its lease is dropped, registers again and keeps its weights",
+          "[app][e2e][fleet]") {
+  ScopedTempDir dir("fleet-pause");
+  const std::string cfg = write_tiny_config(dir);
+  ::setenv("PULSE_TOKEN", "pause-test-token", 1);
+  const int port = pulse::app::free_tcp_port("127.0.0.1");
+  const std::string run = dir.path + "/run";
+  auto args = trainer_args(cfg, run, port, 150);
+  args.insert(args.end(), {"--set", "run.checkpoint_every=0"});
+  pid_t trainer = spawn_pulse(args, dir.path + "/trainer");
+  pid_t wa = spawn_pulse(worker_args(port, "gpu-a"), dir.path + "/gpu-a");
+  pid_t wb = spawn_pulse(worker_args(port, "gpu-b"), dir.path + "/gpu-b");
+  wait_for_text(dir.path + "/gpu-b.out", "\"version\":2", wb);
+  ::kill(wb, SIGSTOP);  // no heartbeat for longer than the 2 s lease
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  ::kill(wb, SIGCONT);
+  REQUIRE(wait_exit(trainer) == 0);
+  CHECK(wait_exit(wa) == 0);
+  CHECK(wait_exit(wb) == 0);
+  ::unsetenv("PULSE_TOKEN");
+
+  // gpu-b's events: dropped, registered again with its weights kept, then a patch from the kept version.
+  std::vector<json> events;
+  std::istringstream lines(read_or_empty(dir.path + "/gpu-b.out"));
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] == '{') events.push_back(json::parse(line));
+  size_t again = events.size();
+  for (size_t i = 0; i < events.size(); ++i)
+    if (events[i].value("event", "") == "registered" && !events[i]["kept_version"].is_null()) again = i;
+  INFO(read_or_empty(dir.path + "/gpu-b.out"));
+  REQUIRE(again < events.size());
+  const uint64_t kept = events[again]["kept_version"].get<uint64_t>();
+  CHECK(kept >= 2);
+  bool dropped_before = false;
+  for (size_t i = 0; i < again; ++i)
+    dropped_before = dropped_before || events[i].value("event", "") == "dropped";
+  CHECK(dropped_before);
+  size_t first_apply = again + 1;
+  while (first_apply < events.size() && events[first_apply].value("event", "") != "applied") ++first_apply;
+  REQUIRE(first_apply < events.size());
+  CHECK(events[first_apply]["anchor"] == false);  // no anchor download: a patch from the kept version
+  CHECK(events[first_apply]["from"].get<uint64_t>() == kept);
+  CHECK(events[first_apply]["load"] == "full_copy");  // the new session's model is filled from the replica
+
+  const auto rows = pulse::app::MetricsLog::read(run + "/metrics.jsonl");
+  REQUIRE(rows.size() == 150);
+  int64_t dropped = 0;
+  for (const auto& r : rows) {
+    CHECK(r["bit_identical"] == true);
+    dropped += r["workers_dropped"].get<int64_t>();
+  }
+  CHECK(dropped == 1);
+  CHECK(rows.back()["worker_versions"]["gpu-b"] == 150);
 }
 
 TEST_CASE("fleet e2e: a trainer killed with SIGKILL and resumed is found by the same worker processes",
