@@ -185,11 +185,22 @@ class WorkerSession {
                                                                  : static_cast<sync::PatchSource&>(*client_));
     rc_ = rollout_config(boot_.settings, o.grade_threads);
     patch_from_ = folder_ ? "folder " + boot_.patch_dir : patch_opts.url;
+    // Kept weights ahead of the trainer's head, or at its head with another root, belong to another
+    // history (a trainer restarted on the same port also answers 410): start empty. Behind the head they
+    // are safe either way: a patch from their version is checked against their root before it is applied.
+    if (!replica_.empty()) {
+      const sync::VersionHead head = patches_->head();
+      if (replica_.version() > head.version ||
+          (replica_.version() == head.version && replica_.root_hash() != head.root_hash))
+        replica_ = sync::WorkerReplica(boot_.worker_id);
+    }
   }
 
   const RegisterReply& boot() const { return boot_; }
   const std::string& patch_source() const { return patch_from_; }
   uint64_t version() const { return replica_.version(); }
+  /// Whether it starts with weights (kept from the session the trainer dropped).
+  bool has_weights() const { return !replica_.empty(); }
   /// The replica, moved out (the session is done with it).
   sync::WorkerReplica take_replica() { return std::move(replica_); }
   /// How syncs reach the model: "device patches" or "full copies (<why not device patches>)".
@@ -408,10 +419,10 @@ void worker_loop(const WorkerLoopOptions& o) {
     ControlClient control(o.control_url, o.token, o.timeout_s, o.max_retries);
     RegisterReply boot = control.register_worker(o.worker_name, o.register_wait_s, waiting);
     if (kept.empty() || boot.model_config != kept_model) kept = sync::WorkerReplica(boot.worker_id);
-    const uint64_t kept_version = kept.empty() ? 0 : kept.version();
-    const bool keeps = !kept.empty();
     WorkerSession session(o, control, boot, log, std::move(kept));
     kept = sync::WorkerReplica("");
+    const bool keeps = session.has_weights();
+    const uint64_t kept_version = session.version();
     log.event(json{{"event", "registered"},
                    {"worker", boot.worker_id},
                    {"slot", boot.index},
