@@ -61,15 +61,30 @@ __global__ void chain_kernel(const uint64_t* contrib, uint64_t blocks, Secret se
   uint64_t acc = init.acc[lane];
   const uint64_t key = secret.w[16 + lane];
   constexpr uint64_t kPrime32_1 = 0x9E3779B1u;
+  // The chain is bound by the latency of its contrib loads, not by its few integer operations: batches
+  // of kBatch blocks, the next batch's loads issued before the current batch is scrambled (double
+  // buffered), so a load's ~1 us round trip hides behind kBatch dependent scrambles.
+  constexpr int kBatch = 32;
+  uint64_t cur[kBatch], next[kBatch];
   uint64_t b = 0;
-  for (; b + 8 <= blocks; b += 8) {
-    uint64_t c[8];
+  if (blocks >= kBatch) {
 #pragma unroll
-    for (int k = 0; k < 8; ++k) c[k] = contrib[(b + k) * 8 + lane];
+    for (int k = 0; k < kBatch; ++k) cur[k] = contrib[static_cast<uint64_t>(k) * 8 + lane];
+  }
+  for (; b + kBatch <= blocks; b += kBatch) {
+    const bool more = b + 2 * kBatch <= blocks;
+    if (more) {
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      acc += c[k];
+      for (int k = 0; k < kBatch; ++k) next[k] = contrib[(b + kBatch + k) * 8 + lane];
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      acc += cur[k];
       acc = ((acc ^ (acc >> 47)) ^ key) * kPrime32_1;
+    }
+    if (more) {
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) cur[k] = next[k];
     }
   }
   for (; b < blocks; ++b) {
