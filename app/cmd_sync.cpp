@@ -114,8 +114,12 @@ void cmd_apply(const SyncCliOptions& o) {
   for (const auto& w : weights) views.push_back(w.view());
   sync::write_safetensors(o.out, views, base.metadata());  // the base's __metadata__ (e.g. format: pt)
   const auto info = sync::inspect_patch(patch.data(), patch.size());
-  std::cout << o.out << ": " << (changed ? "patched" : "already at the target, unchanged") << ", version "
-            << info.target_version << ", root " << sync::hash_hex(info.target_root_hash) << "\n";
+  // OUT is written either way: when nothing changed it is a copy of BASE (which is already the target).
+  std::cout << o.out << ": "
+            << (changed ? "patched"
+                        : "written unpatched (the base '" + o.base + "' was already at the target)")
+            << ", version " << info.target_version << ", root " << sync::hash_hex(info.target_root_hash)
+            << "\n";
 }
 
 void cmd_inspect(const SyncCliOptions& o) {

@@ -292,8 +292,14 @@ Checkpoint Checkpoint::open(const std::string& path) {
       ckpt.files_.push_back(SafetensorsFile::open(single_path));
       ckpt.tensors_ = ckpt.files_.back().tensors();
     } else {
-      throw std::runtime_error("checkpoint folder '" + path +
-                               "' has neither model.safetensors nor model.safetensors.index.json");
+      // A pulse run's checkpoint (runs/<name>/checkpoints/step-N) keeps its weights in model/.
+      const bool run_step =
+          is_file(path + "/model/model.safetensors") || is_file(path + "/model/model.safetensors.index.json");
+      throw std::runtime_error(
+          "checkpoint folder '" + path + "' has neither model.safetensors nor model.safetensors.index.json" +
+          (run_step
+               ? std::string("; it is a pulse run checkpoint: pass '") + path + "/model', its weights folder"
+               : std::string()));
     }
   } else {
     ckpt.files_.push_back(SafetensorsFile::open(path));

@@ -50,7 +50,8 @@ class SafetensorsFile {
 };
 
 /// A checkpoint: a .safetensors file, or an HF folder with model.safetensors or a sharded
-/// model.safetensors.index.json. Tensors are sorted by name.
+/// model.safetensors.index.json. Tensors are sorted by name. open() throws std::runtime_error naming the
+/// path when it is neither (for a pulse run's step-N folder the message points at its model/ folder).
 class Checkpoint {
  public:
   static Checkpoint open(const std::string& path);

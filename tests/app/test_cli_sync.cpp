@@ -180,3 +180,47 @@ TEST_CASE("a corrupt patch fails apply naming the file and the byte offset", "[a
   CHECK(r.code != 0);
   CHECK(contains(r.err, "truncated"));
 }
+
+TEST_CASE("pulse sync apply on the target says OUT was written; a run step folder gets a hint",
+          "[app][sync][cli]") {
+  TempDir dir;
+  auto [base, target] = make_models();
+  write_model(dir / "base.safetensors", base, {});
+  write_model(dir / "target.safetensors", target, {});
+  const std::string patch = dir / "p.pulse";
+  REQUIRE(
+      pulse_cli({"sync", "diff", dir / "base.safetensors", dir / "target.safetensors", "-o", patch}).code ==
+      0);
+  // OUT held something else: applying to the target itself replaces it with the target, and says so
+  // (it printed 'already at the target, unchanged' about the file it had just overwritten).
+  const std::string out = dir / "out.safetensors";
+  pulse::sync::write_file_atomic(out, "keep", 4);
+  auto r = pulse_cli({"sync", "apply", dir / "target.safetensors", patch, "-o", out});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, out + ": written unpatched (the base '" + dir / "target.safetensors" +
+                            "' was already at the target)"));
+  CHECK_FALSE(contains(r.out, "unchanged"));
+  CHECK(read_model(out) == read_model(dir / "target.safetensors"));
+  r = pulse_cli({"sync", "apply", dir / "base.safetensors", patch, "-o", out});
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, out + ": patched, version"));
+
+  // A pulse run's checkpoint folder (step-N/model/model.safetensors): the error points at model/.
+  const std::string step = dir / "step-000010";
+  fs::create_directories(step + "/model");
+  write_model(step + "/model/model.safetensors", base, {});
+  r = pulse_cli({"sync", "diff", step, dir / "target.safetensors", "-o", dir / "q.pulse"});
+  CHECK(r.code != 0);
+  CHECK(contains(r.err, "checkpoint folder '" + step + "' has neither model.safetensors"));
+  CHECK(contains(r.err, "pass '" + step + "/model'"));
+  CHECK_FALSE(fs::exists(dir / "q.pulse"));
+  r = pulse_cli({"sync", "diff", step + "/model", dir / "target.safetensors", "-o", dir / "q.pulse"});
+  CHECK(r.code == 0);
+  // A folder without weights anywhere gets no such hint.
+  fs::create_directories(dir / "empty");
+  r = pulse_cli({"sync", "verify", dir / "empty", patch});
+  CHECK(r.code != 0);
+  CHECK(contains(r.err, "has neither model.safetensors"));
+  CHECK_FALSE(contains(r.err, "pass '"));
+}
