@@ -50,6 +50,11 @@ void run_list(const DataOptions& o) {
         std::cout << " (missing)\n";
         continue;
       }
+      if (!fs::is_regular_file(p)) {  // a folder (or other non-file) there: fetch cannot rename over it
+        std::cout << " (present but DAMAGED: not a regular file; remove it, then run `pulse data fetch "
+                  << d.name << "`)\n";
+        continue;
+      }
       // An installed file is read and hashed (~20 MB for all of them), so a damaged one shows as such.
       std::error_code ec;
       const uint64_t size = fs::file_size(p, ec);
