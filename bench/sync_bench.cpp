@@ -480,18 +480,16 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
         same = same && std::memcmp(work[t].data(), target[t].data, target[t].nbytes) == 0;
       r.bit_identical = r.bit_identical && same;
     }
-    // The slower mode counts, as for the speeds; the range is over both modes' repetitions.
-    const double em = median(enc_paired), dm = median(dec_paired);
-    r.encode_memcpy_paired = r.encode_memcpy_paired == 0 ? em : std::min(r.encode_memcpy_paired, em);
-    r.decode_memcpy_paired = r.decode_memcpy_paired == 0 ? dm : std::min(r.decode_memcpy_paired, dm);
-    for (double x : enc_paired) {
-      r.encode_memcpy_paired_lo = r.encode_memcpy_paired_lo == 0 ? x : std::min(r.encode_memcpy_paired_lo, x);
-      r.encode_memcpy_paired_hi = std::max(r.encode_memcpy_paired_hi, x);
-    }
-    for (double x : dec_paired) {
-      r.decode_memcpy_paired_lo = r.decode_memcpy_paired_lo == 0 ? x : std::min(r.decode_memcpy_paired_lo, x);
-      r.decode_memcpy_paired_hi = std::max(r.decode_memcpy_paired_hi, x);
-    }
+    // The slower mode (lower median) is reported, with its own range.
+    auto keep_slower = [](const std::vector<double>& v, double& med, double& lo, double& hi) {
+      const double m = median(v);
+      if (med != 0 && med <= m) return;
+      med = m;
+      lo = *std::min_element(v.begin(), v.end());
+      hi = *std::max_element(v.begin(), v.end());
+    };
+    keep_slower(enc_paired, r.encode_memcpy_paired, r.encode_memcpy_paired_lo, r.encode_memcpy_paired_hi);
+    keep_slower(dec_paired, r.decode_memcpy_paired, r.decode_memcpy_paired_lo, r.decode_memcpy_paired_hi);
     const double e = bytes / enc.wall / 1e9, d = bytes / dec.wall / 1e9;
     const double ec = bytes / enc.cpu / 1e9, dc = bytes / dec.cpu / 1e9;
     // The slower mode counts (as for the wall-clock numbers).
@@ -663,12 +661,14 @@ std::string sync_bench_table(const std::vector<SyncBenchResult>& results) {
     row("pulse delta", static_cast<double>(r.patch_bytes_delta));
     row("pulse absolute", static_cast<double>(r.patch_bytes_absolute));
     row("reference PULSE format", static_cast<double>(r.ref_pulse_bytes));
-    row("zstd --patch-from", static_cast<double>(r.zstd_patch_from_bytes));
+    if (r.zstd_patch_from_bytes >= 0 || r.note.find("zstd --patch-from skipped") == std::string::npos)
+      row("zstd --patch-from", static_cast<double>(r.zstd_patch_from_bytes));  // -1 here: it failed
     row("dense zstd -1", static_cast<double>(r.dense_zstd1_bytes));
     if (!r.kernels.empty()) s << "  kernels: " << r.kernels << "\n";
-    s << std::setprecision(2) << "  speed GB/s (" << r.threads << " threads, wall): memcpy " << r.memcpy_gbps
-      << ", encode absolute " << r.encode_gbps_absolute << " / delta " << r.encode_gbps_delta
-      << ", decode absolute " << r.decode_gbps_absolute << " / delta " << r.decode_gbps_delta << "\n";
+    s << std::setprecision(2) << "  speed GB/s (" << r.threads << (r.threads == 1 ? " thread" : " threads")
+      << ", wall): memcpy " << r.memcpy_gbps << ", encode absolute " << r.encode_gbps_absolute << " / delta "
+      << r.encode_gbps_delta << ", decode absolute " << r.decode_gbps_absolute << " / delta "
+      << r.decode_gbps_delta << "\n";
     if (r.memcpy_cpu_gbps > 0)
       s << "  speed GB/s per CPU second (slower mode): memcpy " << r.memcpy_cpu_gbps << ", encode "
         << r.encode_cpu_gbps << " (" << r.encode_cpu_gbps / r.memcpy_cpu_gbps
@@ -699,15 +699,18 @@ std::string sync_bench_table(const std::vector<SyncBenchResult>& results) {
       << " (>= 2), absolute/ref "
       << static_cast<double>(r.patch_bytes_absolute) / std::max<int64_t>(1, r.ref_pulse_bytes)
       << " (< 1), encode/memcpy " << r.encode_gbps / r.memcpy_gbps << ", decode/memcpy "
-      << r.decode_gbps / r.memcpy_gbps << " (>= 0.5), bit-identical " << (r.bit_identical ? "yes" : "NO")
-      << "\n";
+      << r.decode_gbps / r.memcpy_gbps << " (>= 0.5; best codec time vs best memcpy, wall), bit-identical "
+      << (r.bit_identical ? "yes" : "NO") << "\n";
     if (r.encode_memcpy_paired > 0)
-      s << std::setprecision(3) << "  each repetition vs the memcpy sampled just before it (wall, median "
-        << "[range], slower mode): encode/memcpy " << r.encode_memcpy_paired << " ["
-        << r.encode_memcpy_paired_lo << ", " << r.encode_memcpy_paired_hi << "], decode/memcpy "
-        << r.decode_memcpy_paired << " [" << r.decode_memcpy_paired_lo << ", " << r.decode_memcpy_paired_hi
-        << "]\n";
-    if (!r.note.empty()) s << "  note: " << r.note << "\n";
+      s << std::setprecision(3)
+        << "  the same, each repetition vs the memcpy sampled just before it (wall; the slower mode's median "
+           "[lowest, highest]): encode/memcpy "
+        << r.encode_memcpy_paired << " [" << r.encode_memcpy_paired_lo << ", " << r.encode_memcpy_paired_hi
+        << "], decode/memcpy " << r.decode_memcpy_paired << " [" << r.decode_memcpy_paired_lo << ", "
+        << r.decode_memcpy_paired_hi << "]\n";
+    std::string note = r.note;  // "a; b; " -> "a; b"
+    while (note.size() >= 2 && note.compare(note.size() - 2, 2, "; ") == 0) note.resize(note.size() - 2);
+    if (!note.empty()) s << "  note: " << note << "\n";
   }
   return s.str();
 }

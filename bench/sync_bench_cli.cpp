@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <ostream>
+#include <string>
 
 namespace pulse::bench {
 
@@ -19,9 +21,21 @@ void add_sync_bench_options(CLI::App& cmd, SyncBenchCli& cli) {
       ->capture_default_str();
   cmd.add_option("--seed", o.seed, "synthetic workload seed")->capture_default_str();
   cmd.add_option("--lr", o.lr, "Adam learning rate of the synthetic workload (3e-6: ~7% changed, 3e-7: ~1%)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            double v = 0;
+            try {
+              v = std::stod(text);
+            } catch (const std::exception&) {
+              return std::string("must be a number");
+            }
+            return std::isfinite(v) && v > 0 ? std::string() : std::string("must be a finite number > 0");
+          },
+          "POSITIVE"))
       ->capture_default_str();
-  cmd.add_option("--threads", o.threads, "threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--threads", o.threads, "threads (0 = all cores)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   cmd.add_option("--checkpoints", o.checkpoints,
                  "consecutive checkpoints of a run (the `run` workload), e.g. step1.safetensors step2...");
   cmd.add_option("--isa", o.isa,
