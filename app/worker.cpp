@@ -191,8 +191,15 @@ class WorkerSession {
     if (!replica_.empty()) {
       const sync::VersionHead head = patches_->head();
       if (replica_.version() > head.version ||
-          (replica_.version() == head.version && replica_.root_hash() != head.root_hash))
+          (replica_.version() == head.version && replica_.root_hash() != head.root_hash)) {
+        const std::string why = "its weights at version " + std::to_string(replica_.version()) + " (root " +
+                                sync::hash_hex(replica_.root_hash()) + ") are not the trainer's (head " +
+                                std::to_string(head.version) + ", root " + sync::hash_hex(head.root_hash) +
+                                "): a restarted trainer";
+        log_.event(json{{"event", "kept_weights_dropped"}, {"worker", boot_.worker_id}, {"reason", why}},
+                   "worker " + boot_.worker_id + ": " + why + "; starting from an anchor", true);
         replica_ = sync::WorkerReplica(boot_.worker_id);
+      }
     }
   }
 
@@ -272,24 +279,28 @@ class WorkerSession {
  private:
   void log_applied(const WorkerReport& r) const {
     const auto& s = r.sync;
-    log_.event(json{{"event", "applied"},
-                    {"worker", boot_.worker_id},
-                    {"from", s.from},
-                    {"version", s.to},
-                    {"bytes", s.bytes},
-                    {"ms", s.total_ms},
-                    {"fetch_ms", s.fetch_ms},
-                    {"apply_ms", s.apply_ms},
-                    {"load_ms", s.load_ms},
-                    {"load", s.load},
-                    {"anchor", s.used_anchor},
-                    {"root_hash", r.root_hash},
-                    {"root_hash_ok", true}},
-               "worker " + boot_.worker_id + ": version " + std::to_string(s.to) + " applied (from " +
-                   std::to_string(s.from) + (s.used_anchor ? ", via an anchor" : "") + "): " +
-                   std::to_string(s.bytes) + " bytes in " + std::to_string(static_cast<int64_t>(s.total_ms)) +
-                   " ms; root hash " + r.root_hash + " matches the trainer's; model loaded by " + s.load +
-                   (s.load_reason.empty() ? "" : " (" + s.load_reason + ")"));
+    log_.event(
+        json{{"event", "applied"},
+             {"worker", boot_.worker_id},
+             {"from", s.from},
+             {"version", s.to},
+             {"bytes", s.bytes},
+             {"ms", s.total_ms},
+             {"fetch_ms", s.fetch_ms},
+             {"apply_ms", s.apply_ms},
+             {"load_ms", s.load_ms},
+             {"load", s.load},
+             {"anchor", s.used_anchor},
+             {"root_hash", r.root_hash},
+             {"root_hash_ok", true}},
+        "worker " + boot_.worker_id + ": version " + std::to_string(s.to) + " applied (from " +
+            std::to_string(s.from) + (s.used_anchor ? ", via an anchor" : "") + "): " +
+            std::to_string(s.bytes) + " bytes in " + std::to_string(static_cast<int64_t>(s.total_ms)) +
+            " ms; root hash " + r.root_hash + " matches the trainer's" +
+            // A model that can only take full copies (on the CPU, FP32) says so once, at registration.
+            (loader_->unusable_reason().empty()
+                 ? "; model loaded by " + s.load + (s.load_reason.empty() ? "" : " (" + s.load_reason + ")")
+                 : ""));
   }
 
   const WorkerLoopOptions& o_;
