@@ -58,7 +58,16 @@ void register_role_commands(CLI::App& app) {
   auto* worker =
       app.add_subcommand("worker", "an inference worker: fetches PULSESync patches, generates rollouts");
   worker->add_option("--trainer", worker_opts->trainer_url, "trainer control URL, e.g. http://10.0.0.5:29600")
-      ->required();
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& url) {
+            const size_t scheme = url.rfind("http://", 0) == 0 ? 7 : url.rfind("https://", 0) == 0 ? 8 : 0;
+            if (scheme == 0 || url.size() == scheme || url[scheme] == '/' || url[scheme] == ':')
+              return "'" + url +
+                     "' is not an http:// or https:// URL with a host, e.g. http://10.0.0.5:29600";
+            return std::string();
+          },
+          "URL"));
   worker->add_option("--token-file", worker_opts->token_file, "file whose first line is the bearer token");
   worker->add_option("--token", worker_opts->token,
                      "bearer token (visible to other users of this machine in `ps`: prefer PULSE_TOKEN or "
@@ -70,6 +79,7 @@ void register_role_commands(CLI::App& app) {
   worker
       ->add_option("--register-wait", worker_opts->register_wait_s,
                    "seconds to keep retrying registration (trainer not up yet, run full)")
+      ->check(CLI::Range(0.0, 86400.0 * 365))
       ->capture_default_str();
   worker->add_flag("--quiet,-q", worker_opts->quiet, "warnings and errors only");
   worker->add_flag("--log-json", worker_opts->log_json, "one JSON object per event on stdout");

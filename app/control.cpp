@@ -584,14 +584,19 @@ RegisterReply ControlClient::register_worker(const std::string& name, double wai
                                                   std::to_string(res->status) + ": " +
                                                   sync::server_message(res->body));
     }
-    if (seconds_since(t0) + backoff > wait_s)
-      throw sync::TransportError(res ? res->status : 0,
-                                 impl_->url + " POST /v1/register: gave up after " +
-                                     std::to_string(static_cast<int>(seconds_since(t0))) + " s: " + reason);
+    const double left = wait_s - seconds_since(t0);
+    if (left <= 0) {
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%.1f", seconds_since(t0));
+      throw sync::TransportError(res ? res->status : 0, impl_->url + " POST /v1/register: gave up after " +
+                                                            waited + " s (--register-wait): " + reason);
+    }
     if (waiting) waiting(reason);
     // A full run (409) is asked again soon: the trainer is up, and a dead worker's place frees any moment.
+    // The last wait is cut to what is left, so the last try comes at the end of the wait, not before it.
     const bool full = res && res->status == 409;
-    std::this_thread::sleep_for(std::chrono::duration<double>(full ? std::min(backoff, 0.25) : backoff));
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(std::min(left, full ? std::min(backoff, 0.25) : backoff)));
     backoff = std::min(5.0, backoff * 2);
   }
 }
