@@ -38,8 +38,10 @@ void run_fetch(const DataOptions& o) {
   }
 }
 
-void run_list(const DataOptions& o) {
+/// Prints the catalog with each file's state; returns how many installed files are damaged.
+int run_list(const DataOptions& o) {
   namespace fs = std::filesystem;
+  int damaged = 0;
   for (const auto& d : datasets::dataset_catalog()) {
     std::cout << d.name << ": " << d.description << "; license " << d.license << "\n";
     for (const auto& dl : d.downloads) std::cout << "  source " << dl.url << "\n";
@@ -53,6 +55,7 @@ void run_list(const DataOptions& o) {
       if (!fs::is_regular_file(p)) {  // a folder (or other non-file) there: fetch cannot rename over it
         std::cout << " (present but DAMAGED: not a regular file; remove it, then run `pulse data fetch "
                   << d.name << "`)\n";
+        ++damaged;
         continue;
       }
       // An installed file is read and hashed (~20 MB for all of them), so a damaged one shows as such.
@@ -61,13 +64,16 @@ void run_list(const DataOptions& o) {
       const std::string hash = ec ? "" : datasets::sha256_file_hex(p.string());
       if (!ec && size == f.bytes && hash == f.sha256)
         std::cout << " (present, verified)\n";
-      else
+      else {
+        ++damaged;
         std::cout << " (present but DAMAGED: "
                   << (ec ? "unreadable" : std::to_string(size) + " bytes sha256 " + hash)
                   << "; `pulse data fetch " << d.name << "` replaces it)\n";
+      }
     }
     std::cout << "  pinned: " << d.pin << "\n";
   }
+  return damaged;
 }
 
 }  // namespace
@@ -93,7 +99,13 @@ void register_data_commands(CLI::App& root) {
   auto* list =
       data->add_subcommand("list", "each dataset's sources, files, pinned hashes and whether installed");
   list->add_option("--dir", o->fetch.dir, "install folder (default datasets/data)");
-  list->callback([o] { run_list(*o); });
+  list->callback([o] {
+    // Damaged files fail the command (exit 1), so that a script can tell; missing ones do not.
+    if (const int damaged = run_list(*o)) {
+      std::cerr << "pulse data: " << damaged << " installed file(s) damaged (see above)\n";
+      throw Exit{1};
+    }
+  });
 }
 
 }  // namespace pulse::app

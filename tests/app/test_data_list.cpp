@@ -31,7 +31,8 @@ TEST_CASE("pulse data list names a folder in place of a dataset file and says to
   fs::resize_file(test, 1000);  // the other file of the dataset is damaged too
   list = pulse_cli({"data", "list", "--dir", dir});
   INFO(list.out);
-  CHECK(list.code == 0);
+  CHECK(list.code == 1);  // damaged files fail the listing
+  CHECK_THAT(list.err, Catch::Contains("2 installed file(s) damaged"));
   // It said 'DAMAGED: unreadable; `pulse data fetch gsm8k` replaces it', which the fetch cannot do.
   CHECK(list.out.find(train + " 4166206 bytes sha256 "
                               "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465 (present but "

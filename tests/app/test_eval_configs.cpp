@@ -102,7 +102,7 @@ TEST_CASE("pulse data fetch --from, then pulse eval configs/mbpp-eval.toml: test
     const std::string good = pulse::sync::read_file(gsm);
     pulse::sync::write_file_atomic(gsm, good.substr(0, 1000));
     auto damaged = pulse_cli({"data", "list"});
-    CHECK(damaged.code == 0);
+    CHECK(damaged.code == 1);
     CHECK(damaged.out.find(
               "datasets/data/gsm8k_test.jsonl 749738 bytes sha256 "
               "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14 (present but DAMAGED: "
