@@ -9,6 +9,7 @@
 #include "kernels/diff_scan.h"
 #include "kernels/int_coding.h"
 #include "kernels/x86_simd.h"
+#include "kernels/xxh3_simd.h"
 
 namespace pulse::kernels {
 
@@ -37,24 +38,10 @@ inline uint8_t* put_gap(uint8_t* h, uint8_t* t, uint64_t gap) {
 constexpr CpuFeatures kNeedsAvx512 = kCpuAvx512F | kCpuAvx512BW | kCpuAvx512VL | kCpuAvx512Vbmi |
                                      kCpuAvx512Vbmi2 | kCpuBmi | kCpuBmi2 | kCpuLzcnt | kCpuPopcnt;
 
-// Zero-masked form: GCC 12's plain _mm512_shuffle_epi32 trips -Wmaybe-uninitialized in its own header.
-#define pshufd(v, imm) \
-  _mm512_maskz_shuffle_epi32(static_cast<__mmask16>(0xFFFF), (v), static_cast<_MM_PERM_ENUM>(imm))
-
-// XXH3's stripe accumulation and scramble (libxxhash's AVX-512 code path, XXH3 spec "accumulate_512").
+// XXH3's stripe accumulation and scramble (kernels/xxh3_simd.h).
 PULSE_AVX512_TARGET __attribute__((always_inline)) inline __m512i xxh3_accumulate(__m512i acc, __m512i data,
                                                                                   __m512i key) {
-  const __m512i data_key = _mm512_xor_si512(data, key);
-  const __m512i product = _mm512_mul_epu32(data_key, pshufd(data_key, _MM_SHUFFLE(0, 3, 0, 1)));
-  return _mm512_add_epi64(product, _mm512_add_epi64(acc, pshufd(data, _MM_SHUFFLE(1, 0, 3, 2))));
-}
-
-PULSE_AVX512_TARGET __attribute__((always_inline)) inline __m512i xxh3_scramble(__m512i acc, __m512i key) {
-  const __m512i prime32 = _mm512_set1_epi32(static_cast<int>(0x9E3779B1u));  // XXH_PRIME32_1
-  const __m512i data_key = _mm512_xor_si512(_mm512_xor_si512(acc, _mm512_srli_epi64(acc, 47)), key);
-  const __m512i prod_lo = _mm512_mul_epu32(data_key, prime32);
-  const __m512i prod_hi = _mm512_mul_epu32(pshufd(data_key, _MM_SHUFFLE(0, 3, 0, 1)), prime32);
-  return _mm512_add_epi64(prod_lo, _mm512_slli_epi64(prod_hi, 32));
+  return _mm512_add_epi64(acc, simd::xxh3_stripe_avx512(data, key));
 }
 
 template <bool kDelta, bool kHashA, bool kHashB>
@@ -106,8 +93,8 @@ PULSE_AVX512_TARGET uint64_t diff_emit16_avx512(const uint8_t* a, const uint8_t*
         if (kHashB) acc_b = xxh3_accumulate(xxh3_accumulate(acc_b, b0, k0), b1, k1);
         if (s == 14) {
           const __m512i ks = _mm512_loadu_si512(secret + 128);
-          if (kHashA) acc_a = xxh3_scramble(acc_a, ks);
-          if (kHashB) acc_b = xxh3_scramble(acc_b, ks);
+          if (kHashA) acc_a = simd::xxh3_scramble_avx512(acc_a, ks);
+          if (kHashB) acc_b = simd::xxh3_scramble_avx512(acc_b, ks);
         }
       }
     }
@@ -173,20 +160,7 @@ constexpr CpuFeatures kNeedsAvx2 = kCpuAvx2 | kCpuBmi | kCpuBmi2 | kCpuLzcnt | k
 PULSE_AVX2_TARGET __attribute__((always_inline)) inline __m256i xxh3_accumulate_avx2(__m256i acc,
                                                                                      __m256i data,
                                                                                      const uint8_t* key) {
-  const __m256i data_key = _mm256_xor_si256(data, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key)));
-  const __m256i product = _mm256_mul_epu32(data_key, _mm256_shuffle_epi32(data_key, _MM_SHUFFLE(0, 3, 0, 1)));
-  return _mm256_add_epi64(product,
-                          _mm256_add_epi64(acc, _mm256_shuffle_epi32(data, _MM_SHUFFLE(1, 0, 3, 2))));
-}
-
-PULSE_AVX2_TARGET __attribute__((always_inline)) inline __m256i xxh3_scramble_avx2(__m256i acc,
-                                                                                   const uint8_t* key) {
-  const __m256i prime32 = _mm256_set1_epi32(static_cast<int>(0x9E3779B1u));  // XXH_PRIME32_1
-  const __m256i data_key = _mm256_xor_si256(_mm256_xor_si256(acc, _mm256_srli_epi64(acc, 47)),
-                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key)));
-  const __m256i prod_lo = _mm256_mul_epu32(data_key, prime32);
-  const __m256i prod_hi = _mm256_mul_epu32(_mm256_shuffle_epi32(data_key, _MM_SHUFFLE(0, 3, 0, 1)), prime32);
-  return _mm256_add_epi64(prod_lo, _mm256_slli_epi64(prod_hi, 32));
+  return _mm256_add_epi64(acc, simd::xxh3_stripe_avx2(data, key));
 }
 
 /// Equal-lane mask of 32 2-byte elements (bit i set: element i equal), from two 16-lane compares.
@@ -329,12 +303,12 @@ PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, 
           }
           if (s == 14) {
             if (kHashA) {
-              acc_a0 = xxh3_scramble_avx2(acc_a0, secret + 128);
-              acc_a1 = xxh3_scramble_avx2(acc_a1, secret + 160);
+              acc_a0 = simd::xxh3_scramble_avx2(acc_a0, secret + 128);
+              acc_a1 = simd::xxh3_scramble_avx2(acc_a1, secret + 160);
             }
             if (kHashB) {
-              acc_b0 = xxh3_scramble_avx2(acc_b0, secret + 128);
-              acc_b1 = xxh3_scramble_avx2(acc_b1, secret + 160);
+              acc_b0 = simd::xxh3_scramble_avx2(acc_b0, secret + 128);
+              acc_b1 = simd::xxh3_scramble_avx2(acc_b1, secret + 160);
             }
           }
         }

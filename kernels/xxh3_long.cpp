@@ -2,6 +2,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/x86_simd.h"
+#include "kernels/xxh3_simd.h"
 
 // libxxhash's own definitions (constants, scalar accumulate/scramble, merge), private to this file.
 #define XXH_INLINE_ALL
@@ -73,23 +74,15 @@ void accumulate_portable(Xxh3LongState& state, const uint8_t* data, uint64_t blo
 constexpr CpuFeatures kNeedsAvx512 = kCpuAvx512F;
 constexpr CpuFeatures kNeedsAvx2 = kCpuAvx2;
 
-// Zero-masked form: GCC 12's plain _mm512_shuffle_epi32 trips -Wmaybe-uninitialized in its own header.
-#define PULSE_PSHUFD512(v, imm) \
-  _mm512_maskz_shuffle_epi32(static_cast<__mmask16>(0xFFFF), (v), static_cast<_MM_PERM_ENUM>(imm))
-
-/// One stripe's contribution (libxxhash's XXH3_accumulate_512_avx512 without the final add).
+/// One stripe's contribution (kernels/xxh3_simd.h), loaded from p.
 PULSE_XXH3_AVX512 __attribute__((always_inline)) inline __m512i stripe_avx512(const uint8_t* p, __m512i key) {
-  const __m512i data = _mm512_loadu_si512(p);
-  const __m512i data_key = _mm512_xor_si512(data, key);
-  const __m512i product = _mm512_mul_epu32(data_key, PULSE_PSHUFD512(data_key, _MM_SHUFFLE(0, 3, 0, 1)));
-  return _mm512_add_epi64(product, PULSE_PSHUFD512(data, _MM_SHUFFLE(1, 0, 3, 2)));
+  return simd::xxh3_stripe_avx512(_mm512_loadu_si512(p), key);
 }
 
 PULSE_XXH3_AVX512 void accumulate_avx512(Xxh3LongState& state, const uint8_t* data, uint64_t blocks) {
   __m512i key[kStripesPerBlock];  // all 16 stripe keys stay in registers (32 zmm)
   for (uint64_t s = 0; s < kStripesPerBlock; ++s) key[s] = _mm512_loadu_si512(XXH3_kSecret + 8 * s);
   const __m512i scramble_key = _mm512_loadu_si512(XXH3_kSecret + kScrambleKey);
-  const __m512i prime32 = _mm512_set1_epi32(static_cast<int>(XXH_PRIME32_1));
   __m512i acc = _mm512_load_si512(state.acc);
   for (uint64_t b = 0; b < blocks; ++b) {
     const uint8_t* p = data + b * kXxh3BlockBytes;
@@ -99,36 +92,18 @@ PULSE_XXH3_AVX512 void accumulate_avx512(Xxh3LongState& state, const uint8_t* da
       sum[s % 4] = _mm512_add_epi64(sum[s % 4], stripe_avx512(p + 64 * s, key[s]));
     acc = _mm512_add_epi64(
         acc, _mm512_add_epi64(_mm512_add_epi64(sum[0], sum[1]), _mm512_add_epi64(sum[2], sum[3])));
-    // Scramble (XXH3_scrambleAcc_avx512): acc ^= acc >> 47; acc ^= key; acc *= PRIME32_1.
-    const __m512i data_key =
-        _mm512_xor_si512(_mm512_xor_si512(acc, _mm512_srli_epi64(acc, 47)), scramble_key);
-    const __m512i prod_lo = _mm512_mul_epu32(data_key, prime32);
-    const __m512i prod_hi = _mm512_mul_epu32(PULSE_PSHUFD512(data_key, _MM_SHUFFLE(0, 3, 0, 1)), prime32);
-    acc = _mm512_add_epi64(prod_lo, _mm512_slli_epi64(prod_hi, 32));
+    acc = simd::xxh3_scramble_avx512(acc, scramble_key);
   }
   _mm512_store_si512(state.acc, acc);
 }
 
-/// Half a stripe's contribution (libxxhash's XXH3_accumulate_512_avx2 without the final add).
+/// Half a stripe's contribution (kernels/xxh3_simd.h), loaded from p.
 PULSE_XXH3_AVX2 __attribute__((always_inline)) inline __m256i stripe_avx2(const uint8_t* p,
                                                                           const uint8_t* key) {
-  const __m256i data = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __m256i data_key = _mm256_xor_si256(data, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key)));
-  const __m256i product = _mm256_mul_epu32(data_key, _mm256_shuffle_epi32(data_key, _MM_SHUFFLE(0, 3, 0, 1)));
-  return _mm256_add_epi64(product, _mm256_shuffle_epi32(data, _MM_SHUFFLE(1, 0, 3, 2)));
-}
-
-PULSE_XXH3_AVX2 __attribute__((always_inline)) inline __m256i scramble_avx2(__m256i acc, const uint8_t* key,
-                                                                            __m256i prime32) {
-  const __m256i data_key = _mm256_xor_si256(_mm256_xor_si256(acc, _mm256_srli_epi64(acc, 47)),
-                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key)));
-  const __m256i prod_lo = _mm256_mul_epu32(data_key, prime32);
-  const __m256i prod_hi = _mm256_mul_epu32(_mm256_shuffle_epi32(data_key, _MM_SHUFFLE(0, 3, 0, 1)), prime32);
-  return _mm256_add_epi64(prod_lo, _mm256_slli_epi64(prod_hi, 32));
+  return simd::xxh3_stripe_avx2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), key);
 }
 
 PULSE_XXH3_AVX2 void accumulate_avx2(Xxh3LongState& state, const uint8_t* data, uint64_t blocks) {
-  const __m256i prime32 = _mm256_set1_epi32(static_cast<int>(XXH_PRIME32_1));
   __m256i acc0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(state.acc));
   __m256i acc1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(state.acc + 4));
   for (uint64_t b = 0; b < blocks; ++b) {
@@ -144,10 +119,10 @@ PULSE_XXH3_AVX2 void accumulate_avx2(Xxh3LongState& state, const uint8_t* data, 
       sum0b = _mm256_add_epi64(sum0b, stripe_avx2(q + 64, k + 8));
       sum1b = _mm256_add_epi64(sum1b, stripe_avx2(q + 96, k + 40));
     }
-    acc0 = scramble_avx2(_mm256_add_epi64(acc0, _mm256_add_epi64(sum0a, sum0b)), XXH3_kSecret + kScrambleKey,
-                         prime32);
-    acc1 = scramble_avx2(_mm256_add_epi64(acc1, _mm256_add_epi64(sum1a, sum1b)),
-                         XXH3_kSecret + kScrambleKey + 32, prime32);
+    acc0 = simd::xxh3_scramble_avx2(_mm256_add_epi64(acc0, _mm256_add_epi64(sum0a, sum0b)),
+                                    XXH3_kSecret + kScrambleKey);
+    acc1 = simd::xxh3_scramble_avx2(_mm256_add_epi64(acc1, _mm256_add_epi64(sum1a, sum1b)),
+                                    XXH3_kSecret + kScrambleKey + 32);
   }
   _mm256_store_si256(reinterpret_cast<__m256i*>(state.acc), acc0);
   _mm256_store_si256(reinterpret_cast<__m256i*>(state.acc + 4), acc1);
