@@ -106,6 +106,7 @@ void OuterOptimizer::pseudo_gradient_sparse(const std::vector<at::Tensor>& maste
   std::vector<std::vector<float>> val(global_.size());
   std::vector<at::Tensor> new_residual;
   std::vector<sync::LocoFiredView> fired;
+  std::unique_ptr<sync::LocoGateScratch> device_scratch;  // one for the round's tensors (GPU only)
   for (size_t t = 0; t < global_.size(); ++t) {
     const size_t n = static_cast<size_t>(global_[t].numel());
     at::Tensor local = masters[t].contiguous();
@@ -114,8 +115,10 @@ void OuterOptimizer::pseudo_gradient_sparse(const std::vector<at::Tensor>& maste
     if (r.is_cuda()) {  // gate on the device; only the fired entries come to the host
       // The gate's CUDA runtime works on the current device: make it the outer state's (cuda:LOCAL_RANK).
       const c10::DeviceGuard guard(r.device());
+      if (!device_scratch) device_scratch = std::make_unique<sync::LocoGateScratch>();
       g = sync::loco_gate_cuda_to_host(global_[t].data_ptr<float>(), local.data_ptr<float>(),
-                                       r.data_ptr<float>(), n, config_.gate_open, idx[t], val[t]);
+                                       r.data_ptr<float>(), n, config_.gate_open, idx[t], val[t],
+                                       device_scratch.get());
     } else {
       idx[t].resize(n);
       val[t].resize(n);

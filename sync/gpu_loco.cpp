@@ -1,5 +1,6 @@
 #include "sync/gpu_loco.h"
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -16,8 +17,11 @@ namespace pulse::sync {
 
 #ifndef PULSE_CUDA
 
+struct LocoGateScratch::Impl {};
+
 kernels::LocoGateResult loco_gate_cuda_to_host(const float*, const float*, float*, uint64_t, bool,
-                                               std::vector<uint32_t>&, std::vector<float>&, CUstream_st*) {
+                                               std::vector<uint32_t>&, std::vector<float>&, LocoGateScratch*,
+                                               CUstream_st*) {
   std::string why;
   cuda_encode_available(&why);
   throw std::runtime_error("loco_gate_cuda_to_host: " + why);
@@ -25,10 +29,30 @@ kernels::LocoGateResult loco_gate_cuda_to_host(const float*, const float*, float
 
 #else
 
+namespace kc = pulse::kernels::cuda;
+
+/// A device allocation grown (never shrunk) on demand; the old contents are not kept.
+struct GrowBuffer {
+  std::unique_ptr<kc::DeviceBuffer> buf;
+  size_t cap = 0;
+  void* get(size_t bytes) {
+    if (!buf || bytes > cap) {
+      buf.reset();
+      buf = std::make_unique<kc::DeviceBuffer>(bytes);
+      cap = bytes;
+    }
+    return buf->p;
+  }
+};
+
+struct LocoGateScratch::Impl {
+  GrowBuffer index, value, workspace;
+};
+
 kernels::LocoGateResult loco_gate_cuda_to_host(const float* global, const float* local, float* residual,
                                                uint64_t n, bool gate_open, std::vector<uint32_t>& fired_index,
-                                               std::vector<float>& fired_value, CUstream_st* stream) {
-  namespace kc = pulse::kernels::cuda;
+                                               std::vector<float>& fired_value, LocoGateScratch* scratch,
+                                               CUstream_st* stream) {
   if (n >= (uint64_t{1} << 32))
     throw std::invalid_argument("loco_gate_cuda_to_host: " + std::to_string(n) +
                                 " elements; PULSELoCo indices are 32-bit");
@@ -40,18 +64,21 @@ kernels::LocoGateResult loco_gate_cuda_to_host(const float* global, const float*
   fired_value.clear();
   if (n == 0) return {};
   const size_t ws_bytes = kc::loco_gate_cuda_workspace_bytes(n);
-  kc::DeviceBuffer index(n * sizeof(uint32_t)), value(n * sizeof(float)), ws(ws_bytes);
-  const kernels::LocoGateResult r =
-      kc::loco_gate_cuda(global, local, residual, n, gate_open, index.as<uint32_t>(), value.as<float>(),
-                         /*index_base=*/0, ws.p, ws_bytes, stream);
+  LocoGateScratch own;  // used only without the caller's
+  LocoGateScratch::Impl& sc = scratch ? scratch->impl() : own.impl();
+  auto* index = static_cast<uint32_t*>(sc.index.get(n * sizeof(uint32_t)));
+  auto* value = static_cast<float*>(sc.value.get(n * sizeof(float)));
+  void* ws = sc.workspace.get(ws_bytes);
+  const kernels::LocoGateResult r = kc::loco_gate_cuda(global, local, residual, n, gate_open, index, value,
+                                                       /*index_base=*/0, ws, ws_bytes, stream);
   fired_index.resize(r.fired);
   fired_value.resize(r.fired);
   if (r.fired > 0) {
-    kc::check(cudaMemcpyAsync(fired_index.data(), index.p, r.fired * sizeof(uint32_t), cudaMemcpyDeviceToHost,
+    kc::check(cudaMemcpyAsync(fired_index.data(), index, r.fired * sizeof(uint32_t), cudaMemcpyDeviceToHost,
                               stream),
               "loco_gate_cuda_to_host", "copy fired indices");
     kc::check(
-        cudaMemcpyAsync(fired_value.data(), value.p, r.fired * sizeof(float), cudaMemcpyDeviceToHost, stream),
+        cudaMemcpyAsync(fired_value.data(), value, r.fired * sizeof(float), cudaMemcpyDeviceToHost, stream),
         "loco_gate_cuda_to_host", "copy fired values");
     kc::check(cudaStreamSynchronize(stream), "loco_gate_cuda_to_host", "synchronize");
   }
@@ -59,5 +86,8 @@ kernels::LocoGateResult loco_gate_cuda_to_host(const float* global, const float*
 }
 
 #endif
+
+LocoGateScratch::LocoGateScratch() : impl_(std::make_unique<Impl>()) {}
+LocoGateScratch::~LocoGateScratch() = default;
 
 }  // namespace pulse::sync

@@ -8,6 +8,7 @@
 // cuda_encode_available (sync/gpu_encode.h) says why. This header has no CUDA include.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/loco_gate.h"
@@ -16,16 +17,34 @@ struct CUstream_st;  // = cudaStream_t's pointee (cuda_runtime_api.h)
 
 namespace pulse::sync {
 
+/// Device scratch for loco_gate_cuda_to_host calls, kept across the tensors of one round and grown for
+/// the largest: a round of hundreds of tensors then costs a few cudaMalloc / cudaFree (cudaFree
+/// synchronizes the device) instead of three each. Freed on destruction. Not thread safe: one per caller.
+class LocoGateScratch {
+ public:
+  LocoGateScratch();
+  ~LocoGateScratch();
+  LocoGateScratch(const LocoGateScratch&) = delete;
+  LocoGateScratch& operator=(const LocoGateScratch&) = delete;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 /// kernels::loco_gate on device arrays of n FP32 elements: global and local (read only), residual
 /// (in/out: the new error feedback), all on the current CUDA device, no overlaps. The fired entries
 /// (ascending index, indices 0-based within the tensor) are copied into the host vectors, which are
-/// resized to LocoGateResult::fired. Device scratch (~16 bytes per element) is allocated for the call and
-/// freed before it returns. Queued on `stream` (nullptr = the default stream); returns when done.
-/// Throws std::invalid_argument for n >= 2^32 or null pointers (nothing touched), std::runtime_error when
-/// CUDA is unavailable or a CUDA call fails. Thread safety: calls on disjoint buffers may run concurrently.
+/// resized to LocoGateResult::fired. Device scratch (~16 bytes per element) comes from `scratch` (grown
+/// when needed), or with nullptr is allocated for the call and freed before it returns. Queued on `stream`
+/// (nullptr = the default stream); returns when done. Throws std::invalid_argument for n >= 2^32 or null
+/// pointers (nothing touched), std::runtime_error when CUDA is unavailable or a CUDA call fails. Thread
+/// safety: calls on disjoint buffers may run concurrently.
 kernels::LocoGateResult loco_gate_cuda_to_host(const float* global, const float* local, float* residual,
                                                uint64_t n, bool gate_open, std::vector<uint32_t>& fired_index,
                                                std::vector<float>& fired_value,
+                                               LocoGateScratch* scratch = nullptr,
                                                CUstream_st* stream = nullptr);
 
 }  // namespace pulse::sync
