@@ -200,8 +200,10 @@ std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors,
   }
   group_start.push_back(encoded.size());
   const size_t n_groups = group_start.size() - 1;
-  std::vector<std::vector<CompressedChunk> > group_chunks(n_groups);
-  parallel_for(n_groups, options.threads, [&](size_t g) {
+  // The streams are on the host already: every frame of every group's chunks is one task (sync/
+  // patch_container.h ChunkPlan), biggest first, so that all threads compress until the end.
+  std::vector<ChunkPlan> plans;
+  for (size_t g = 0; g < n_groups; ++g) {
     std::vector<PayloadSegment> segments;
     for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
       const HostTensor& e = encoded[i];
@@ -216,8 +218,16 @@ std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors,
         if (!p.empty()) segments.push_back({p.data(), p.size()});
     }
     for (const auto& chunk : cut_chunks(segments, options.chunk_bytes))
-      group_chunks[g].push_back(compress_chunk(chunk, options.zstd_level));
+      plans.push_back(plan_chunk(chunk, options.zstd_level));
+  }
+  std::vector<std::pair<size_t, size_t> > frames;  // (plan, piece)
+  for (size_t c = 0; c < plans.size(); ++c)
+    for (size_t f = 0; f < plans[c].pieces.size(); ++f) frames.push_back({c, f});
+  std::stable_sort(frames.begin(), frames.end(), [&](const auto& x, const auto& y) {
+    return plans[x.first].pieces[x.second].size > plans[y.first].pieces[y.second].size;
   });
+  parallel_for(frames.size(), options.threads,
+               [&](size_t k) { compress_planned_frame(plans[frames[k].first], frames[k].second); });
 
   PatchInfo info;
   info.anchor = false;
@@ -242,8 +252,7 @@ std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors,
   info.target_root_hash = root_hash(views, target_hashes);
   info.base_root_hash = options.known_base_root ? *options.known_base_root : root_hash(views, base_hashes);
   std::vector<CompressedChunk> chunks;
-  for (auto& gc : group_chunks)
-    for (auto& c : gc) chunks.push_back(std::move(c));
+  for (auto& plan : plans) chunks.push_back(finish_chunk(std::move(plan)));
   return assemble_container(info, chunks, options.zstd_level, options.chunk_bytes, options.threads);
 }
 

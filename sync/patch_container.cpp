@@ -241,49 +241,68 @@ std::vector<std::vector<PayloadSegment>> cut_chunks(const std::vector<PayloadSeg
   return chunks;
 }
 
-CompressedChunk compress_chunk(const std::vector<PayloadSegment>& chunk, int zstd_level) {
+ChunkPlan plan_chunk(const std::vector<PayloadSegment>& chunk, int zstd_level) {
   if (zstd_level < 0 || zstd_level > ZSTD_maxCLevel())
     throw PatchError("zstd level " + std::to_string(zstd_level) + " out of range 0.." +
                      std::to_string(ZSTD_maxCLevel()));
-  CompressedChunk out;
-  out.raw = chunk;
+  ChunkPlan plan;
+  plan.zstd_level = zstd_level;
+  plan.chunk.raw = chunk;
   std::vector<size_t> cuts;  // stream starts inside the chunk
   for (const auto& sg : chunk) {
-    cuts.push_back(static_cast<size_t>(out.raw_bytes));
-    out.raw_bytes += sg.size;
+    cuts.push_back(static_cast<size_t>(plan.chunk.raw_bytes));
+    plan.chunk.raw_bytes += sg.size;
   }
-  if (zstd_level == 0 || out.raw_bytes == 0) return out;
+  if (zstd_level == 0 || plan.chunk.raw_bytes == 0) return plan;
   // One frame per stream piece (pieces under kMinFrameBytes merged with the next).
-  const std::vector<size_t> bounds = frame_bounds(static_cast<size_t>(out.raw_bytes), cuts);
-  uint64_t total = 0;
+  const std::vector<size_t> bounds = frame_bounds(static_cast<size_t>(plan.chunk.raw_bytes), cuts);
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     const uint64_t begin = bounds[i], n = bounds[i + 1] - bounds[i];
+    ChunkPlan::Piece piece;
+    piece.size = n;
     // In place when the piece lies in one segment, else gathered.
-    const uint8_t* src = nullptr;
     uint64_t seg_begin = 0;
     for (const auto& sg : chunk) {
       if (begin >= seg_begin && begin + n <= seg_begin + sg.size) {
-        src = sg.data + (begin - seg_begin);
+        piece.data = sg.data + (begin - seg_begin);
         break;
       }
       seg_begin += sg.size;
     }
-    ScratchBuffer tmp;
-    if (!src) {
-      tmp.reserve(n);
-      gather(chunk, begin, n, tmp.data());
-      src = tmp.data();
+    if (!piece.data) {
+      piece.gathered.reserve(n);
+      gather(chunk, begin, n, piece.gathered.data());
+      piece.data = piece.gathered.data();
     }
-    out.frames.emplace_back();
-    compress_piece(src, static_cast<size_t>(n), zstd_level, out.frames.back());
-    total += out.frames.back().size();
+    plan.pieces.push_back(std::move(piece));
   }
+  plan.chunk.frames.resize(plan.pieces.size());
+  return plan;
+}
+
+void compress_planned_frame(ChunkPlan& plan, size_t i) {
+  const ChunkPlan::Piece& piece = plan.pieces.at(i);
+  compress_piece(piece.data, static_cast<size_t>(piece.size), plan.zstd_level, plan.chunk.frames.at(i));
+}
+
+CompressedChunk finish_chunk(ChunkPlan&& plan) {
+  CompressedChunk out = std::move(plan.chunk);
+  plan.pieces.clear();  // gathered copies are no longer needed
+  if (out.frames.empty()) return out;
+  uint64_t total = 0;
+  for (const auto& f : out.frames) total += f.size();
   if (total < out.raw_bytes) {
     out.codec = kChunkZstd;
   } else {  // did not shrink: stored raw
     out.frames.clear();
   }
   return out;
+}
+
+CompressedChunk compress_chunk(const std::vector<PayloadSegment>& chunk, int zstd_level) {
+  ChunkPlan plan = plan_chunk(chunk, zstd_level);
+  for (size_t i = 0; i < plan.pieces.size(); ++i) compress_planned_frame(plan, i);
+  return finish_chunk(std::move(plan));
 }
 
 std::vector<uint8_t> assemble_container(PatchInfo& info, std::vector<CompressedChunk>& compressed,

@@ -65,6 +65,33 @@ std::vector<std::vector<PayloadSegment>> cut_chunks(const std::vector<PayloadSeg
 /// stored raw when that is not smaller, or with level 0. The segments' memory must outlive the result.
 CompressedChunk compress_chunk(const std::vector<PayloadSegment>& chunk, int zstd_level);
 
+/// compress_chunk in steps, so that one chunk's frames can be compressed on different threads:
+/// plan_chunk, then compress_planned_frame(plan, i) for every i < pieces.size() (in any order, each once,
+/// concurrently allowed: each writes only frame i), then finish_chunk. The result equals compress_chunk's.
+struct ChunkPlan {
+  /// One future frame: `size` bytes at `data` (into the caller's segments, or into `gathered` when the
+  /// piece spans segments).
+  struct Piece {
+    const uint8_t* data = nullptr;
+    uint64_t size = 0;
+    ScratchBuffer gathered;
+  };
+  int zstd_level = 0;
+  std::vector<Piece> pieces;  ///< empty with level 0 or an empty chunk (stored raw)
+  CompressedChunk chunk;      ///< raw_bytes and raw set; frames[i] filled by compress_planned_frame
+};
+
+/// The frames `chunk` is cut into at `zstd_level` (see compress_chunk). Throws PatchError for a level
+/// outside 0..22.
+ChunkPlan plan_chunk(const std::vector<PayloadSegment>& chunk, int zstd_level);
+
+/// Compresses piece i of `plan` into plan.chunk.frames[i]. Throws PatchError when zstd fails.
+void compress_planned_frame(ChunkPlan& plan, size_t i);
+
+/// The compressed chunk once every frame of `plan` is done: zstd when the frames are smaller than the
+/// raw bytes, else raw.
+CompressedChunk finish_chunk(ChunkPlan&& plan);
+
 /// Header + the chunks in payload order (each at most chunk_bytes raw bytes): the container. `info`
 /// supplies everything but the chunk/size fields, which are filled in. Copies and checksums the chunks on
 /// `threads` threads. Throws PatchError for a zstd level outside 0..22, chunk_bytes outside 1..2^31 or

@@ -42,6 +42,10 @@ namespace {
 // scanned it, into chunks of their own.
 constexpr uint64_t kGroupTensorBytes = 4u << 20;
 
+// Queued frame compressions (bytes of stream) above which a thread compresses instead of starting the next
+// scan: bounds how far the streams drift out of cache (L3) before they are compressed.
+constexpr uint64_t kCompressBacklogBytes = 16u << 20;
+
 // Elements the scan compares and hashes per step: 64 KiB of each side stays in L2 while it is hashed.
 constexpr size_t kScanBlockBytes = 64 << 10;
 
@@ -287,9 +291,11 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
 
   const bool delta = !anchor && options.values == ValueMode::Delta;
   // Tensors in payload order form groups of at least kGroupTensorBytes; one task per group scans its
-  // tensors and compresses their streams into the group's own chunks (format version 2: a chunk ends at
-  // every group) while the streams are still in cache, and the threads' memory-bound scans overlap with
-  // other threads' compute-bound compression. Biggest groups first so the threads finish together.
+  // tensors (biggest groups first), then each frame of the group's own chunks (format version 2: a chunk
+  // ends at every group) is compressed as a follow-up task (sync/parallel.h parallel_two_stage): the
+  // threads' memory-bound scans overlap with other threads' compute-bound compression, and the short
+  // frame tasks even out the threads' ends (with 5 equal groups on 2 threads, whole-group tasks left
+  // one thread idle for a fifth of the encode).
   std::vector<size_t> group_start{0};
   for (size_t i = 0, bytes = 0; i < targets.size(); ++i) {
     bytes += targets[i]->nbytes;
@@ -308,8 +314,8 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return group_bytes[a] > group_bytes[b]; });
   std::vector<EncodedTensor> encoded(targets.size());
-  std::vector<std::vector<CompressedChunk>> group_chunks(n_groups);
-  parallel_for(order.size(), options.threads, [&](size_t o) {
+  std::vector<std::vector<ChunkPlan>> group_plans(n_groups);
+  parallel_two_stage(order.size(), options.threads, kCompressBacklogBytes, [&](size_t o, FollowUps& follow) {
     const size_t g = order[o];
     std::vector<PayloadSegment> segments;
     for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
@@ -340,8 +346,14 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
       for (const auto& p : e.planes)
         if (p.size()) segments.push_back({p.data(), p.size()});
     }
+    // Every frame of the group's chunks is a follow-up of its own; the plans are complete (their
+    // addresses fixed) before the first one is queued.
+    std::vector<ChunkPlan>& plans = group_plans[g];
     for (const auto& chunk : cut_chunks(segments, options.chunk_bytes))
-      group_chunks[g].push_back(compress_chunk(chunk, options.zstd_level));
+      plans.push_back(plan_chunk(chunk, options.zstd_level));
+    for (ChunkPlan& plan : plans)
+      for (size_t f = 0; f < plan.pieces.size(); ++f)
+        follow.submit([&plan, f] { compress_planned_frame(plan, f); }, plan.pieces[f].size);
   });
 
   PatchInfo info;
@@ -367,8 +379,8 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
                                                   : root_hash(sorted_targets, base_hashes);
   for (auto& e : encoded) info.tensors.push_back(e.info);
   std::vector<CompressedChunk> chunks;
-  for (auto& gc : group_chunks)
-    for (auto& c : gc) chunks.push_back(std::move(c));
+  for (auto& plans : group_plans)
+    for (auto& plan : plans) chunks.push_back(finish_chunk(std::move(plan)));
   return assemble_container(info, chunks, options.zstd_level, options.chunk_bytes, options.threads);
 }
 
