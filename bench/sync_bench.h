@@ -51,16 +51,16 @@ struct SyncBenchResult {
   /// machine, where wall time measures the other tenants. Table only.
   double encode_cpu_gbps = 0, decode_cpu_gbps = 0, memcpy_cpu_gbps = 0;
   /// Decode when the worker passes the root it verified last time (ApplyOptions::trusted_root, no
-  /// re-hash of the base): wall and per CPU second, slower mode. Table only.
+  /// re-hash of the base): wall and per CPU second, slower mode. The wall speed is in the JSON too.
   double decode_trusted_gbps = 0, decode_trusted_cpu_gbps = 0;
   /// Encode when the trainer passes the base root it published (PatchOptions::known_base_root, no
-  /// hash of the base): wall and per CPU second, slower mode. Table only.
+  /// hash of the base): wall and per CPU second, slower mode. The wall speed is in the JSON too.
   double encode_known_gbps = 0, encode_known_cpu_gbps = 0;
   /// Codec / memcpy wall-time ratios of each repetition against the memcpy sampled just before it:
   /// median, lowest and highest (slower mode for the median). On a shared host the machine's compute
   /// speed drifts for seconds at a time while memcpy barely moves (measured on a 2-core VM: the same
   /// encode at 8.7 or 15 ms in consecutive phases), so best-of speeds can pair a fast memcpy with a slow
-  /// codec phase; these show the spread. Table only.
+  /// codec phase; these show the spread. In the table and the JSON.
   double encode_memcpy_paired = 0, encode_memcpy_paired_lo = 0, encode_memcpy_paired_hi = 0;
   double decode_memcpy_paired = 0, decode_memcpy_paired_lo = 0, decode_memcpy_paired_hi = 0;
   int threads = 0;             ///< threads the codec and memcpy ran on
@@ -75,8 +75,7 @@ struct SyncBenchResult {
   double encode_cpu_s_absolute = 0, encode_cpu_s_delta = 0, encode_raw_cpu_s_absolute = 0,
          encode_raw_cpu_s_delta = 0;
   std::string note;
-  std::string
-      kernels;  ///< the variants that ran, e.g. "diff_emit16 avx2, apply avx2, diff_masks avx2". Table only.
+  std::string kernels;  ///< the variants that ran, e.g. "diff_emit16 avx2, apply avx2, diff_masks avx2".
 };
 
 /// Measures one base -> target step (tensors paired by name). Writes progress to `log`.
@@ -91,7 +90,10 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
 /// options.isa.
 std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std::ostream& log);
 
-/// {"synthetic": {...}, "run": {...}} with exactly the keys per workload.
+/// {"synthetic": {...}, "run": {...}}: per workload the keys (elements .. bit_identical), then
+/// threads, kernels, encode_memcpy / decode_memcpy (best codec vs best memcpy, wall), their paired
+/// spread encode_memcpy_paired / decode_memcpy_paired {median, lowest, highest}, and
+/// encode_known_base_gbps / decode_trusted_root_gbps.
 std::string sync_bench_json(const std::vector<SyncBenchResult>& results);
 
 /// A human-readable table with the ratios to the targets.

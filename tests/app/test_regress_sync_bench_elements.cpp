@@ -3,12 +3,15 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 
 #include "bench/sync_bench.h"
 
 using pulse::bench::run_sync_bench;
+using pulse::bench::sync_bench_json;
 using pulse::bench::SyncBenchOptions;
 
 TEST_CASE("sync bench refuses element counts beyond physical memory", "[bench][regress]") {
@@ -34,6 +37,15 @@ TEST_CASE("sync bench refuses element counts beyond physical memory", "[bench][r
   CHECK(r.decode_memcpy_paired_lo > 0);
   CHECK(r.decode_memcpy_paired_lo <= r.decode_memcpy_paired);
   CHECK(r.decode_memcpy_paired <= r.decode_memcpy_paired_hi);
+  // The JSON carries the same ratios, the paired spread and what ran.
+  const auto j = nlohmann::json::parse(sync_bench_json(results))["synthetic"];
+  CHECK(j["elements"] == 4096);
+  CHECK(j["threads"] == 1);
+  CHECK(j["kernels"].get<std::string>().find("diff_emit16") != std::string::npos);
+  CHECK(j["encode_memcpy"].get<double>() == Approx(r.encode_gbps / r.memcpy_gbps));
+  CHECK(j["encode_memcpy_paired"]["median"].get<double>() == r.encode_memcpy_paired);
+  CHECK(j["decode_memcpy_paired"]["lowest"].get<double>() == r.decode_memcpy_paired_lo);
+  CHECK(j["encode_known_base_gbps"].get<double>() > 0);
   o.repeat = 0;
   CHECK_THROWS_WITH(run_sync_bench(o, log), Catch::Contains("--repeat"));
 }
