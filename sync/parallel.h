@@ -79,16 +79,17 @@ class FollowUps {
 };
 
 /// Calls first(i, follow_ups) for i in [0, n) (handed out in order: put the biggest first) and every
-/// follow-up those calls submit, on up to `threads` threads (0 = all). A worker takes the next first-stage
-/// item while the queued follow-ups hold under `backlog_bytes`, else the oldest follow-up: on a few
-/// threads the long, memory-bound first-stage items (scans) then run beside the short, compute-bound
+/// follow-up those calls submit, on up to `threads` threads (0 = all; at most 2n). A worker takes the next
+/// first-stage item while the queued follow-ups hold under `backlog_bytes`, else the oldest follow-up: on a
+/// few threads the long, memory-bound first-stage items (scans) then run beside the short, compute-bound
 /// follow-ups (compression) instead of in lockstep, and the follow-ups even out the threads' ends. On
 /// one thread each item's follow-ups run right after it (its output still in cache). The first exception
 /// thrown is rethrown after every thread has stopped (the remaining items are dropped).
 template <typename F>
 void parallel_two_stage(size_t n, int threads, uint64_t backlog_bytes, F&& first) {
   FollowUps follow;
-  const int workers = resolve_threads(threads, n);
+  // Up to two workers per item: one item's follow-ups (a big tensor's frames) can share the threads.
+  const int workers = resolve_threads(threads, 2 * n);
   if (workers <= 1) {
     for (size_t i = 0; i < n; ++i) {
       first(i, follow);
