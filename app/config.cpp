@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -719,10 +720,16 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  // An ifstream opens a directory without error and reads nothing, which would parse as an empty
+  // config (the built-in defaults): refuse it by name.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path + ": is a directory, not a config file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open config file");
   std::stringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw ConfigError(path + ": cannot read config file");
   return parse_config(ss.str(), path, overrides);
 }
 

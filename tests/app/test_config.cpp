@@ -3,6 +3,7 @@
 
 #include "app/config.h"
 #include "app/setup.h"
+#include "tests/app/run_test_util.h"
 #include "tests/test_paths.h"
 
 using pulse::app::Config;
@@ -80,6 +81,22 @@ TEST_CASE("config overrides (--set) replace file values and are validated", "[ap
   CHECK(error_of("", {"rl.group_size=1"}).find("'rl.group_size' must be >= 2") != std::string::npos);
   CHECK(error_of("", {"eval.after=yes"}).find("'eval.after' must be a boolean") != std::string::npos);
   CHECK(error_of("", {"steps"}).find("expected section.key=value") != std::string::npos);
+}
+
+TEST_CASE("a directory or a missing path given as the config fails naming it", "[app][config]") {
+  // std::ifstream opens a directory without error and reads nothing, which parsed as an empty config:
+  // `pulse run /tmp` ran a whole job on the built-in defaults.
+  pulse::test_run::ScopedTempDir dir("config-dir");
+  auto error_loading = [](const std::string& path) {
+    try {
+      pulse::app::load_config(path);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_loading(dir.path) == dir.path + ": is a directory, not a config file");
+  CHECK(error_loading(dir.path + "/none.toml") == dir.path + "/none.toml: cannot open config file");
 }
 
 TEST_CASE("the shipped configs load", "[app][config]") {
