@@ -97,9 +97,15 @@ void register_tool_commands(CLI::App& app) {
   auto check_path = std::make_shared<std::string>();
   auto check_sets = std::make_shared<std::vector<std::string>>();
   auto* config = app.add_subcommand("config", "print or check configs");
-  config->add_flag("--print-defaults", *print_defaults, "print every key with its default as TOML");
-  config->add_option("--check", *check_path, "validate a config file")->check(CLI::ExistingFile);
-  config->add_option("--set", *check_sets, "with --check: section.key=value overrides, as on `pulse run`");
+  auto* print_opt =
+      config->add_flag("--print-defaults", *print_defaults, "print every key with its default as TOML");
+  auto* check_opt =
+      config->add_option("--check", *check_path, "validate a config file")->check(CLI::ExistingFile);
+  auto* set_opt = config->add_option("--set", *check_sets,
+                                     "with --check: section.key=value overrides, as on `pulse run`");
+  // Refused rather than ignored: the printed defaults take neither a file nor overrides.
+  print_opt->excludes(check_opt);
+  set_opt->needs(check_opt);
   config->callback([print_defaults, check_path, check_sets] {
     if (*print_defaults) {
       std::cout << to_toml(Config{});

@@ -3,6 +3,7 @@
 
 #include "app/config.h"
 #include "app/setup.h"
+#include "tests/app/cli_test_util.h"
 #include "tests/app/run_test_util.h"
 #include "tests/test_paths.h"
 
@@ -97,6 +98,30 @@ TEST_CASE("a directory or a missing path given as the config fails naming it", "
   };
   CHECK(error_loading(dir.path) == dir.path + ": is a directory, not a config file");
   CHECK(error_loading(dir.path + "/none.toml") == dir.path + "/none.toml: cannot open config file");
+}
+
+TEST_CASE("pulse config refuses options it would ignore", "[app][config]") {
+  using pulse::test_cli::pulse_cli;
+  const std::string file = pulse::test::source_path("configs/default.toml");
+  // --set applies only to --check; --print-defaults printed the defaults and dropped both silently.
+  auto r = pulse_cli({"config", "--print-defaults", "--set", "rl.steps=3"});
+  CHECK(r.code != 0);
+  CHECK(r.err.find("--set") != std::string::npos);
+  CHECK(r.err.find("--check") != std::string::npos);
+  r = pulse_cli({"config", "--print-defaults", "--check", file});
+  CHECK(r.code != 0);
+  CHECK(r.err.find("--print-defaults") != std::string::npos);
+  CHECK(r.err.find("--check") != std::string::npos);
+  r = pulse_cli({"config", "--set", "rl.steps=3"});
+  CHECK(r.code != 0);
+  CHECK(r.err.find("--check") != std::string::npos);
+  // What stays valid.
+  r = pulse_cli({"config", "--check", file, "--set", "rl.steps=3"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("\nsteps = 3 ") != std::string::npos);
+  r = pulse_cli({"config", "--print-defaults"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("\nsteps = 80 ") != std::string::npos);
 }
 
 TEST_CASE("the shipped configs load", "[app][config]") {
