@@ -27,6 +27,11 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool config_required) {
   cmd->add_flag("--log-json", o.log_json, "one JSON object per step on stdout");
 }
 
+/// Why `pulse run|trainer CONFIG --resume RUN_DIR` is refused instead of ignoring CONFIG.
+constexpr const char* kConfigOrResume =
+    "give a CONFIG file or --resume RUN_DIR, not both (a resumed run reads RUN_DIR/config.toml; "
+    "--set still applies)";
+
 /// `pulse run`, `pulse trainer`, `pulse worker`, `pulse eval`: the roles (app/job.h).
 void register_role_commands(CLI::App& app) {
   auto run_opts = std::make_shared<JobOptions>();
@@ -38,6 +43,8 @@ void register_role_commands(CLI::App& app) {
   run->callback([run_opts] {
     if (run_opts->config_path.empty() && run_opts->resume_dir.empty())
       throw CLI::ValidationError("run", "give a CONFIG file or --resume RUN_DIR");
+    if (!run_opts->config_path.empty() && !run_opts->resume_dir.empty())
+      throw CLI::ValidationError("run", kConfigOrResume);
     throw Exit{run_job(*run_opts)};
   });
 
@@ -50,6 +57,8 @@ void register_role_commands(CLI::App& app) {
   trainer->callback([trainer_opts] {
     if (trainer_opts->config_path.empty() && trainer_opts->resume_dir.empty())
       throw CLI::ValidationError("trainer", "give a CONFIG file or --resume RUN_DIR");
+    if (!trainer_opts->config_path.empty() && !trainer_opts->resume_dir.empty())
+      throw CLI::ValidationError("trainer", kConfigOrResume);
     trainer_opts->in_process_workers = false;
     throw Exit{run_job(*trainer_opts)};
   });

@@ -124,6 +124,19 @@ TEST_CASE("pulse config refuses options it would ignore", "[app][config]") {
   CHECK(r.out.find("\nsteps = 80 ") != std::string::npos);
 }
 
+TEST_CASE("pulse run and pulse trainer refuse a CONFIG together with --resume", "[app][config]") {
+  // A resumed run reads RUN_DIR/config.toml; the CONFIG given beside --resume was silently ignored.
+  using pulse::test_cli::pulse_cli;
+  pulse::test_run::ScopedTempDir dir("config-resume");
+  const std::string file = pulse::test::source_path("configs/default.toml");
+  for (const char* role : {"run", "trainer"}) {
+    INFO(role);
+    auto r = pulse_cli({role, file, "--resume", dir.path});
+    CHECK(r.code != 0);
+    CHECK(r.err.find("not both") != std::string::npos);
+  }
+}
+
 TEST_CASE("the shipped configs load", "[app][config]") {
   for (const char* name : {"configs/default.toml", "configs/math500-eval.toml", "configs/mbpp-tiny.toml"}) {
     INFO(name);
