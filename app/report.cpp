@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -116,7 +117,7 @@ namespace {
 /// metrics.dat (step reward_mean reward_std changed_fraction patch_bytes dense_bytes reward_avg5) and
 /// pass.dat for gnuplot in `dir`; returns whether every changed fraction is > 0 (log axis possible).
 bool write_plot_data(const std::string& dir, const std::vector<nlohmann::json>& rows,
-                     const nlohmann::json& summary) {
+                     const std::optional<double>& pass_before, const std::optional<double>& pass_after) {
   // Data: step reward_mean reward_std changed_fraction patch_bytes dense_bytes
   std::string data;
   bool all_changed_positive = !rows.empty();
@@ -138,10 +139,14 @@ bool write_plot_data(const std::string& dir, const std::vector<nlohmann::json>& 
   }
   if (rows.empty()) data = "0 0 0 0 1 1 0\n";  // an empty run still renders empty axes
   sync::write_file_atomic(dir + "/metrics.dat", data);
-  double before = summary.is_object() ? summary.value("pass_at_1_before", 0.0) : 0.0;
-  double after = summary.is_object() ? summary.value("pass_at_1_after", 0.0) : 0.0;
-  sync::write_file_atomic(dir + "/pass.dat", "0 \"before GRPO\" " + fmt(before, "%.9g") +
-                                                 "\n1 \"after GRPO\" " + fmt(after, "%.9g") + "\n");
+  // x, tic label, bar height, bar label: a value not measured (yet) gets no bar and says so, where a 0
+  // would read as a measured Pass@1 of 0.
+  auto bar = [](int x, const char* name, const std::optional<double>& v) {
+    return std::to_string(x) + " \"" + name + "\" " + (v ? fmt(*v, "%.9g") : "0") + " \"" +
+           (v ? fmt(*v, "%.3f") : "not measured") + "\"\n";
+  };
+  sync::write_file_atomic(dir + "/pass.dat",
+                          bar(0, "before GRPO", pass_before) + bar(1, "after GRPO", pass_after));
 
   return all_changed_positive;
 }
@@ -172,7 +177,7 @@ std::string plot_script(const std::string& dir, bool all_changed_positive) {
             "set xrange [-0.6:1.6]\nplot '" +
             d +
             "pass.dat' using 1:3:xtic(2) with boxes lc rgb '#31a354' notitle, "
-            "'' using 1:($3+0.04):(sprintf('%.3f',$3)) with labels notitle\n";
+            "'' using 1:($3+0.04):4 with labels notitle\n";
   script += "unset style\nset autoscale\nset xlabel 'GRPO step'\nunset xtics\nset xtics\n";
   script += "set output '" + d +
             "changed.svg'\nset title 'BF16 elements changed per step (fraction)'\n"
@@ -254,8 +259,21 @@ std::string write_report(const std::string& run_dir) {
   std::string config_text;
   if (fs::exists(run_dir + "/config.toml")) config_text = sync::read_file(run_dir + "/config.toml");
 
+  // Pass@1: summary.json's; a run without one (interrupted, or before its end) has its before value in
+  // run_state.json, where the trainer keeps it for --resume, and no after value yet.
+  std::optional<double> pass_before, pass_after;
+  if (summary.is_object() && summary.contains("pass_at_1_before") && summary["pass_at_1_before"].is_number())
+    pass_before = summary["pass_at_1_before"].get<double>();
+  if (summary.is_object() && summary.contains("pass_at_1_after") && summary["pass_at_1_after"].is_number())
+    pass_after = summary["pass_at_1_after"].get<double>();
+  if (!pass_before && fs::exists(run_dir + "/run_state.json")) {
+    const nlohmann::json state = read_json(run_dir + "/run_state.json");
+    if (state.is_object() && state.contains("pass_at_1_before") && state["pass_at_1_before"].is_number())
+      pass_before = state["pass_at_1_before"].get<double>();
+  }
+
   TempDir tmp;
-  const bool all_changed_positive = write_plot_data(tmp.path, rows, summary);
+  const bool all_changed_positive = write_plot_data(tmp.path, rows, pass_before, pass_after);
   run_gnuplot(tmp.path, plot_script(tmp.path, all_changed_positive));
   std::string out = run_dir + "/report.html";
   sync::write_file_atomic(out, report_html(run_dir, rows, summary, config_text, tmp.path));

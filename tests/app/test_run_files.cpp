@@ -121,6 +121,37 @@ TEST_CASE("report.html inlines gnuplot SVG plots and the summary", "[app][report
   fs::remove_all(dir);
 }
 
+TEST_CASE("report of an interrupted run: Pass@1 before from run_state.json and after not measured",
+          "[app][report]") {
+  // A run killed mid-GRPO has no summary.json; its report showed Pass@1 0.000 before and after.
+  std::string dir = temp_dir("report-interrupted");
+  pulse::app::MetricsLog log(dir + "/metrics.jsonl");
+  for (int s = 0; s < 3; ++s)
+    log.append(json{{"step", s},
+                    {"reward_mean", 0.25},
+                    {"reward_std", 0.1},
+                    {"changed_fraction", 0.01},
+                    {"patch_bytes", 1000},
+                    {"dense_bytes", 50000},
+                    {"bit_identical", true},
+                    {"loss", 0.5}});
+  pulse::app::write_json_atomic(dir + "/run_state.json", json{{"pass_at_1_before", 0.375}});
+  std::string html = pulse::sync::read_file(pulse::app::write_report(dir));
+  CHECK(html.find("0.375") != std::string::npos);
+  CHECK(html.find("not measured") != std::string::npos);
+  CHECK(html.find("0.000") == std::string::npos);
+  // With a summary its values are used.
+  pulse::app::Summary sum = pulse::app::summarize(pulse::app::MetricsLog::read(dir + "/metrics.jsonl"));
+  sum.pass_at_1_before = 0.125;
+  sum.pass_at_1_after = 0.625;
+  pulse::app::write_json_atomic(dir + "/summary.json", sum.to_json());
+  html = pulse::sync::read_file(pulse::app::write_report(dir));
+  CHECK(html.find(">0.125<") != std::string::npos);
+  CHECK(html.find(">0.625<") != std::string::npos);
+  CHECK(html.find("not measured") == std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("report of a folder without metrics is an error naming it", "[app][report]") {
   std::string dir = temp_dir("empty");
   try {
