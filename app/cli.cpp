@@ -11,6 +11,7 @@
 #include "app/cmd_bench_kernels.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/control.h"
 #include "app/job.h"
 #include "app/launch.h"
 #include "app/report.h"
@@ -81,9 +82,20 @@ void register_role_commands(CLI::App& app) {
   worker->add_option("--token", worker_opts->token,
                      "bearer token (visible to other users of this machine in `ps`: prefer PULSE_TOKEN or "
                      "--token-file; default: the PULSE_TOKEN env var)");
-  worker->add_option("--id", worker_opts->worker_id,
-                     "a stable worker name (default: the trainer assigns w<N>); a restarted worker with the "
-                     "same name replaces the old one at once");
+  worker
+      ->add_option("--id", worker_opts->worker_id,
+                   "a stable worker name (default: the trainer assigns w<N>); a restarted worker with the "
+                   "same name replaces the old one at once")
+      ->check(CLI::Validator(
+          [](std::string& id) {
+            // Checked here too, not only by the trainer: with no trainer up yet a bad name was found only
+            // after the whole --register-wait.
+            return valid_worker_name(id) ? std::string()
+                                         : "'" + id +
+                                               "': use 1..64 letters, digits, '.', '_' or '-' (not "
+                                               "starting with '.')";
+          },
+          "NAME"));
   worker->add_option("--threads", worker_opts->threads, "LibTorch threads (0 = default)");
   worker
       ->add_option("--register-wait", worker_opts->register_wait_s,

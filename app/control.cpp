@@ -29,14 +29,6 @@ std::string random_key() {
          sync::hash_hex((static_cast<uint64_t>(rd()) << 32) ^ rd());
 }
 
-/// Worker names become file names (fs confirmations): letters, digits, '.', '_', '-'; 1..64 of them.
-bool valid_name(const std::string& name) {
-  if (name.empty() || name.size() > 64 || name[0] == '.') return false;
-  for (char c : name)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
-  return true;
-}
-
 /// Seconds as a short text: "30", "0.6".
 std::string secs(double s) {
   char buf[32];
@@ -56,6 +48,13 @@ void refuse_unknown_key(httplib::Response& res) {
 }
 
 }  // namespace
+
+bool valid_worker_name(const std::string& name) {
+  if (name.empty() || name.size() > 64 || name[0] == '.') return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
+  return true;
+}
 
 // ---------------------------------------------------------------------------------------------------------
 ControlServer::ControlServer(std::string host, int port, std::string token, RegisterReply bootstrap,
@@ -168,7 +167,7 @@ void ControlServer::handle_register(const std::string& text, int& status, std::s
     return;
   }
   const std::string name = body.value("worker", std::string());
-  if (!name.empty() && !valid_name(name)) {
+  if (!name.empty() && !valid_worker_name(name)) {
     status = 400;
     out = error_body("worker name '" + name + "': use 1..64 letters, digits, '.', '_' or '-'");
     return;

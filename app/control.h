@@ -44,6 +44,10 @@ class Server;
 
 namespace pulse::app {
 
+/// Whether `name` may name a worker (`pulse worker --id`, POST /v1/register): 1..64 letters, digits, '.',
+/// '_' or '-', not starting with '.' (names become file names in fs confirmations). Thread-safe.
+bool valid_worker_name(const std::string& name);
+
 /// Membership settings of the control server.
 struct FleetPolicy {
   int64_t max_workers = 1;           ///< live members at most (409 beyond); also the shares per generate job

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
+#include "app/control.h"
 #include "app/launch.h"
 #include "tests/app/cli_test_util.h"
 
@@ -35,4 +37,16 @@ TEST_CASE("pulse worker waits the whole --register-wait for an absent trainer, t
                         Catch::Contains("not reachable"));
   CHECK(s >= 2.0);
   CHECK(s < 6.0);
+}
+
+TEST_CASE("pulse worker refuses a bad --id at once, before waiting to register", "[app][cli][worker]") {
+  for (const std::string& bad : std::vector<std::string>{"bad id!", ".hidden", "a/b", std::string(65, 'w')}) {
+    INFO(bad);
+    const auto r =
+        pulse_cli({"worker", "--trainer", "http://127.0.0.1:1", "--register-wait", "0", "--id", bad});
+    CHECK(r.code != 0);
+    CHECK_THAT(r.err, Catch::Contains("--id") && Catch::Contains("letters, digits"));
+  }
+  CHECK(pulse::app::valid_worker_name("gpu-a.0_1"));
+  CHECK_FALSE(pulse::app::valid_worker_name(""));
 }
