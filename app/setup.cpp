@@ -32,9 +32,10 @@ uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b) {
 
 ProblemSets load_problems(const Config& config) {
   const auto& d = config.data;
-  auto load_file = [&](const std::string& path) -> std::vector<rl::Problem> {
+  // `key`: the config key that named `path` (data.path or data.eval_path), for the error.
+  auto load_file = [&](const std::string& path, const char* key) -> std::vector<rl::Problem> {
     if (!fs::exists(path))
-      throw std::runtime_error("data: file '" + path + "' not found (key data.path / data.eval_path)" +
+      throw std::runtime_error("data: file '" + path + "' not found (key " + key + ")" +
                                datasets::fetch_hint(path));
     if (d.task == "mbpp") return datasets::load_mbpp_jsonl(path);
     datasets::LoadReport report;  // data errors: skipped with a warning (datasets/loaders.h LoadReport)
@@ -50,7 +51,7 @@ ProblemSets load_problems(const Config& config) {
   } else if (d.task == "synthetic_code") {
     all = datasets::synthetic_code(d.n_problems, static_cast<uint64_t>(d.seed), d.demo_error_rate);
   } else if (!d.path.empty()) {
-    all = load_file(d.path);
+    all = load_file(d.path, "data.path");
   }
   ProblemSets sets;
   std::vector<rl::Problem> exemplars =
@@ -58,7 +59,7 @@ ProblemSets load_problems(const Config& config) {
   std::string exemplar_file = d.path;
   if (!d.eval_path.empty()) {
     sets.train = std::move(all);
-    sets.held_out = load_file(d.eval_path);
+    sets.held_out = load_file(d.eval_path, "data.eval_path");
     if (d.task == "mbpp") {
       // The few-shot exemplars come from the whole file (its prompt split), before it is cut to eval_split.
       if (d.mbpp_shots > 0) {

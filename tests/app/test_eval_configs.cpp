@@ -65,14 +65,14 @@ TEST_CASE("an eval config on a file not fetched yet names the pulse data fetch t
     auto r = pulse_cli({"eval", source_path(cfg), "--quiet", "--set",
                         "model.path=" + shared_path("models/stories260k"), "--set", "tokenizer.path=unused"});
     CHECK(r.code == 1);
-    CHECK(r.err.find("not found (key data.path / data.eval_path) (run `pulse data fetch " +
-                     std::string(name) + "` to download it)") != std::string::npos);
+    CHECK(r.err.find("not found (key data.eval_path) (run `pulse data fetch " + std::string(name) +
+                     "` to download it)") != std::string::npos);
   }
   // qwen2.5-math-grpo reads MATH train first.
   auto r = pulse_cli({"run", source_path("configs/qwen2.5-math-grpo.toml"), "--quiet", "--set",
                       "run.dir=" + clone.path + "/run"});
   CHECK(r.code == 1);
-  CHECK(r.err.find("datasets/data/math_train.jsonl' not found") != std::string::npos);
+  CHECK(r.err.find("datasets/data/math_train.jsonl' not found (key data.path)") != std::string::npos);
   CHECK(r.err.find("(run `pulse data fetch math` to download it)") != std::string::npos);
 }
 
