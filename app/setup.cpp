@@ -132,8 +132,21 @@ std::unique_ptr<model::Tokenizer> prepare_tokenizer(const Config& config, const 
   return model::load_tokenizer(path);
 }
 
+namespace {
+/// fn() with a failure to read the checkpoint in model.path prefixed by the key and the path.
+template <typename F>
+auto reading_model_path(const Config& config, F&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("model.path '" + config.model.path + "': " + e.what());
+  }
+}
+}  // namespace
+
 model::ModelConfig model_config_for(const Config& config, const model::Tokenizer& tok) {
-  if (!config.model.path.empty()) return model::ModelConfig::from_hf_json(config.model.path);
+  if (!config.model.path.empty())
+    return reading_model_path(config, [&] { return model::ModelConfig::from_hf_json(config.model.path); });
   model::ModelConfig mc;
   if (config.model.config.empty()) {
     mc = model::tiny_llama_config();
@@ -154,7 +167,9 @@ torch::Dtype compute_dtype(const Config& config) {
 }
 
 model::Transformer build_model(const Config& config, const model::ModelConfig& mc) {
-  if (!config.model.path.empty()) return model::load_hf_model(config.model.path, compute_dtype(config));
+  if (!config.model.path.empty())
+    return reading_model_path(config,
+                              [&] { return model::load_hf_model(config.model.path, compute_dtype(config)); });
   torch::manual_seed(derive_seed(static_cast<uint64_t>(config.run.seed), kSeedInit));
   return model::Transformer(mc, compute_dtype(config));
 }

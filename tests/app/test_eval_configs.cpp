@@ -54,6 +54,19 @@ TEST_CASE("every data config validates with pulse config --check", "[app][data]"
   CHECK(badk.err.find("eval.k' must be in 1..eval.n_samples (20) (got 21)") != std::string::npos);
 }
 
+TEST_CASE("a model.path that is not an HF checkpoint fails naming the key", "[app][data]") {
+  // The error was only "cannot open '/x/config.json': ...", without the key that named the folder.
+  pulse::test_run::ScopedTempDir empty("model-path-empty");
+  const std::string tok = shared_path("models/llama2-tokenizer/tokenizer.model");
+  for (const std::string& path : {empty.path + "/absent", empty.path}) {
+    INFO(path);
+    auto r = pulse_cli({"eval", source_path("configs/default.toml"), "--quiet", "--set", "model.path=" + path,
+                        "--set", "tokenizer.path=" + tok});
+    CHECK(r.code == 1);
+    CHECK(r.err.find("model.path '" + path + "': cannot open") != std::string::npos);
+  }
+}
+
 TEST_CASE("an eval config on a file not fetched yet names the pulse data fetch to run", "[app][data]") {
   pulse::test_run::ScopedTempDir clone("data-missing");
   ScopedCwd cwd(clone.path);
