@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -90,7 +91,9 @@ void Trainer::setup() {
   build_policy();
   open_servers();  // workers can register while SFT runs
   resume_step_ = opt_.resume_dir.empty() ? -1 : latest_checkpoint(run_dir_);
-  if (resume_step_ >= 0 && fs::exists(run_dir_ + "/run_state.json")) {
+  if (resume_step_ >= 0 && !fs::exists(run_dir_ + "/run_state.json")) resume_step_ = -1;
+  if (group_ && !opt_.resume_dir.empty()) resume_step_ = common_resume_step(resume_step_);
+  if (resume_step_ >= 0) {
     resume(resume_step_);
   } else {
     if (!opt_.resume_dir.empty())
@@ -204,6 +207,27 @@ void Trainer::start_group() {
     if (hashes[static_cast<size_t>(r)] != hashes[static_cast<size_t>(group_->rank())])
       throw ConfigError("rank " + std::to_string(group_->rank()) + ": rank " + std::to_string(r) +
                         " runs a different config (every trainer needs the same config and --set values)");
+}
+
+/// Each rank writes its own checkpoints/LATEST, so a kill between two ranks' writes leaves them one
+/// checkpoint apart (rank 0 at step 8, rank 1 at 6): each then resumed from its own and the ranks ran
+/// different steps (one finished, the other failed on "peer closed the connection"). Every rank resumes
+/// from the oldest of the ranks' latest checkpoints (the two newest are kept, so it is still there), or
+/// starts over when a rank has none; a rank that lacks it fails naming the steps.
+int64_t Trainer::common_resume_step(int64_t mine) {
+  const auto steps = group_->allgather_i64({mine}, "resume step");
+  const int64_t common = *std::min_element(steps.begin(), steps.end());
+  if (common == mine) return mine;
+  std::string all;
+  for (size_t r = 0; r < steps.size(); ++r)
+    all += (r ? ", rank " : "rank ") + std::to_string(r) + ": " + std::to_string(steps[r]);
+  if (common >= 0 && !fs::exists(checkpoint_dir(run_dir_, common) + "/state"))
+    throw std::runtime_error(run_dir_ + ": the ranks' latest checkpoints differ (" + all +
+                             ") and this rank no longer has step " + std::to_string(common) +
+                             "; start a new run");
+  spdlog::warn("the ranks' latest checkpoints differ ({}): every rank resumes from {}", all,
+               common >= 0 ? "step " + std::to_string(common) : std::string("the start"));
+  return common;
 }
 
 /// Every rank starts from rank 0's weights (bytes, so that BF16 casts agree bit for bit), then gets its

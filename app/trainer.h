@@ -75,6 +75,7 @@ class Trainer {
   void lock_run_dir();
   void refuse_algorithm_changes(const Config& stored) const;
   void join_group_weights();
+  int64_t common_resume_step(int64_t mine);
   double elapsed() const;
   nlohmann::json multi_summary(const std::vector<nlohmann::json>& rows) const;
   std::string weights_hash() const;

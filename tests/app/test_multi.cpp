@@ -107,3 +107,40 @@ TEST_CASE("a trainer killed mid-run makes the launch stop the other and exit non
   CHECK(err.find("rank 1") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE(
+    "pulse launch --resume when the ranks' latest checkpoints differ: every rank resumes from the older",
+    "[app][multi][resume]") {
+  // Each rank writes its own checkpoints/LATEST: a kill between two ranks' writes leaves rank 0 at step 4
+  // and rank 1 at step 2. Each resumed from its own, so rank 0 finished at once while rank 1 ran step 3
+  // alone and failed with "peer rank 0 closed the connection".
+  const std::string dir = temp_dir("multi-resume-skew");
+  const std::string cfg = write_tiny_config(dir), run = dir + "/run";
+  REQUIRE(wait_exit(spawn_pulse(two_trainers(cfg, run, "pulseloco"), dir + "/launch")) == 0);
+  auto weights = [&](int rank) {
+    return pulse::sync::read_file(run + "/rank-" + std::to_string(rank) +
+                                  "/checkpoints/step-000004/model/model.safetensors");
+  };
+  const std::string final_weights = weights(0);
+  const auto rows_before = pulse::app::MetricsLog::read(run + "/rank-0/metrics.jsonl");
+  REQUIRE(latest_step(run + "/rank-1") == 4);
+  pulse::sync::write_file_atomic(run + "/rank-1/checkpoints/LATEST", std::string("2\n"));
+  REQUIRE(wait_exit(spawn_pulse({"launch", "--nproc", "2", "--resume", run}, dir + "/resumed")) == 0);
+  const std::string err = pulse::sync::read_file(dir + "/resumed.err");
+  INFO(err);
+  CHECK(err.find(
+            "the ranks' latest checkpoints differ (rank 0: 4, rank 1: 2): every rank resumes from step 2") !=
+        std::string::npos);
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    const std::string rd = run + "/rank-" + std::to_string(rank);
+    CHECK(latest_step(rd) == 4);
+    CHECK(pulse::app::MetricsLog::read(rd + "/metrics.jsonl").size() == 4);
+    CHECK(weights(rank) == final_weights);  // steps 3-4 again, from the same state: the same weights
+  }
+  const auto rows_after = pulse::app::MetricsLog::read(run + "/rank-0/metrics.jsonl");
+  REQUIRE(rows_after.size() == rows_before.size());
+  for (size_t i = 0; i < rows_after.size(); ++i)
+    CHECK(rows_after[i]["reward_mean"] == rows_before[i]["reward_mean"]);
+  std::filesystem::remove_all(dir);
+}
