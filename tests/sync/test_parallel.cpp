@@ -94,7 +94,8 @@ TEST_CASE("the encoder writes the same bytes on every thread count", "[sync][par
     for (int threads : {2, 3, 7}) {
       INFO("mode " << static_cast<int>(mode) << " threads " << threads);
       opt.threads = threads;
-      CHECK(encode_patch(base, target, opt) == one);
+      const bool same = encode_patch(base, target, opt) == one;  // not decomposed: no 3 MB message
+      CHECK(same);
     }
   }
 }
