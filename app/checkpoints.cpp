@@ -1,6 +1,10 @@
 #include "app/checkpoints.h"
 
+#include <fcntl.h>  // AT_FDCWD
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
 #include <filesystem>
 #include <stdexcept>
 #include <vector>
@@ -37,9 +41,50 @@ int64_t latest_checkpoint(const std::string& run_dir) {
   }
 }
 
+namespace {
+/// Whether `name` is a complete checkpoint folder's name: "step-" and six or more digits, nothing else.
+bool is_checkpoint_name(const std::string& name) {
+  if (name.rfind("step-", 0) != 0 || name.size() < 11) return false;
+  return std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// Puts the complete folder `staged` at `final_dir`. A folder already there (the same step saved again)
+/// is swapped out in one atomic renameat2(RENAME_EXCHANGE), so a crash leaves either whole version at
+/// `final_dir`; on a filesystem without it, moved aside first (a crash in between leaves `final_dir`
+/// missing and the previous version at `aside`; LATEST may then name a step to re-run, never a mix).
+void install_dir(const std::string& staged, const std::string& final_dir, const std::string& aside) {
+  std::error_code ec;
+  if (!fs::exists(final_dir)) {
+    fs::rename(staged, final_dir);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(staged, ec);  // now the previous version
+    return;
+  }
+  fs::rename(final_dir, aside);
+  fs::rename(staged, final_dir);
+  fs::remove_all(aside, ec);
+}
+}  // namespace
+
 void save_checkpoint(const std::string& run_dir, int64_t step, const model::TransformerImpl& model,
                      const rl::MasterAdam& opt, const CheckpointExtras& extras) {
-  std::string dir = checkpoint_dir(run_dir, step);
+  const std::string root = run_dir + "/checkpoints";
+  fs::create_directories(root);
+  // Folders a killed save left behind (step-N.partial-PID, step-N.aside-PID) are not checkpoints.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && name.rfind("step-", 0) == 0 && !is_checkpoint_name(name))
+      fs::remove_all(e.path(), ec);
+  }
+  // The checkpoint is written whole into a staging folder and renamed into place, so step-N never
+  // holds a part of a checkpoint (nor files of an earlier save of the same step).
+  const std::string final_dir = checkpoint_dir(run_dir, step);
+  const std::string pid = std::to_string(::getpid());
+  const std::string dir = final_dir + ".partial-" + pid;
+  fs::remove_all(dir, ec);
   fs::create_directories(dir);
   if (!extras.pending.is_null()) write_json_atomic(dir + kPendingRollouts, extras.pending);
   model::save_hf_checkpoint(model, dir + "/model");
@@ -50,11 +95,12 @@ void save_checkpoint(const std::string& run_dir, int64_t step, const model::Tran
   rl::save_train_state(dir + "/state", opt, st);
   if (extras.write_files) extras.write_files(dir);
   sync::fsync_dir(dir);
-  sync::fsync_dir(run_dir + "/checkpoints");
-  sync::write_file_atomic(run_dir + "/checkpoints/LATEST", std::to_string(step) + "\n");
+  install_dir(dir, final_dir, final_dir + ".aside-" + pid);
+  sync::fsync_dir(root);
+  sync::write_file_atomic(root + "/LATEST", std::to_string(step) + "\n");
   std::vector<fs::path> old;
-  for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints"))
-    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0) old.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && is_checkpoint_name(e.path().filename().string())) old.push_back(e.path());
   std::sort(old.begin(), old.end());
   for (size_t i = 0; i + 2 < old.size(); ++i) fs::remove_all(old[i]);
 }

@@ -1,6 +1,8 @@
 // A run's checkpoints: RUN_DIR/checkpoints/step-NNNNNN/{model/, state/, pending_rollouts.json} and
-// RUN_DIR/checkpoints/LATEST naming the newest complete one. Every file is written atomically (temp file,
-// fsync, rename) and LATEST last, so a crash at any point leaves the previous checkpoint usable.
+// RUN_DIR/checkpoints/LATEST naming the newest complete one. A checkpoint is written into a staging folder
+// (step-NNNNNN.partial-PID, every file atomically: temp file, fsync, rename), which is then renamed into
+// place, and LATEST last, so a crash at any point leaves the previous checkpoint usable and no step-NNNNNN
+// folder ever holds part of one; the next save sweeps staging folders a killed save left.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -32,8 +34,10 @@ struct CheckpointExtras {
   std::function<void(const std::string& dir)> write_files;
 };
 
-/// Writes checkpoint `step` (HF safetensors model, optimizer + train state, pending rollouts), then LATEST;
-/// checkpoints older than the newest two are removed. Throws std::runtime_error naming the path.
+/// Writes checkpoint `step` (HF safetensors model, optimizer + train state, pending rollouts) whole, then
+/// LATEST; a checkpoint of the same step already there is replaced atomically (renameat2 exchange where the
+/// filesystem has it); checkpoints older than the newest two are removed. Throws std::runtime_error (or
+/// std::filesystem::filesystem_error) naming the path.
 void save_checkpoint(const std::string& run_dir, int64_t step, const model::TransformerImpl& model,
                      const rl::MasterAdam& opt, const CheckpointExtras& extras);
 

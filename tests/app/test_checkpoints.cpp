@@ -1,0 +1,71 @@
+// app/checkpoints.h: a checkpoint folder appears whole. A killed save leaves only a staging folder, which
+// is never taken for a checkpoint and is swept by the next save; saving a step again replaces its folder
+// as a whole (no files of the earlier save stay behind); pruning keeps the newest two.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "app/checkpoints.h"
+#include "model/transformer.h"
+#include "rl/optimizer.h"
+#include "sync/atomic_file.h"
+#include "tests/app/run_test_util.h"
+#include "tests/rl/rl_test_util.h"
+
+namespace fs = std::filesystem;
+using namespace pulse;
+using pulse::test_run::ScopedTempDir;
+
+namespace {
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("checkpoint folders appear whole and a killed save's staging folder is swept",
+          "[checkpoint][resume]") {
+  ScopedTempDir run("pulse-ckpt");
+  torch::manual_seed(5);
+  model::Transformer policy(test::tiny_llama(50), torch::kFloat32);
+  rl::MasterAdam opt(*policy, rl::OptimizerConfig{});
+  const std::string root = run.path + "/checkpoints";
+
+  // A save of step 3 that was killed midway: a staging folder with a part of a checkpoint.
+  fs::create_directories(root + "/step-000003.partial-4242/model");
+  sync::write_file_atomic(root + "/step-000003.partial-4242/model/half.bin", std::string("xx"));
+  fs::create_directories(root + "/step-000002.aside-77");
+  app::CheckpointExtras x;
+  x.data_cursor = 17;
+  x.write_files = [](const std::string& dir) {
+    sync::write_file_atomic(dir + "/outer.txt", std::string("1"));
+  };
+  app::save_checkpoint(run.path, 3, *policy, opt, x);
+  CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000003"});
+  CHECK(app::latest_checkpoint(run.path) == 3);
+  CHECK(fs::exists(root + "/step-000003/state"));
+  CHECK(fs::exists(root + "/step-000003/model"));
+  CHECK(fs::exists(root + "/step-000003/outer.txt"));
+
+  // The same step saved again without that file: the folder is replaced, not overwritten file by file.
+  x.write_files = nullptr;
+  x.data_cursor = 23;
+  app::save_checkpoint(run.path, 3, *policy, opt, x);
+  CHECK_FALSE(fs::exists(root + "/step-000003/outer.txt"));
+  int64_t step = -1;
+  CHECK(app::load_checkpoint(run.path, 3, opt, &step).data_cursor == 23);
+  CHECK(step == 3);
+  CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000003"});
+
+  // Pruning keeps the newest two checkpoints and never counts a staging folder as one.
+  fs::create_directories(root + "/step-000009.partial-1");
+  app::save_checkpoint(run.path, 4, *policy, opt, x);
+  app::save_checkpoint(run.path, 5, *policy, opt, x);
+  CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000004", "step-000005"});
+  CHECK(app::latest_checkpoint(run.path) == 5);
+}
