@@ -18,6 +18,13 @@ std::runtime_error io_error(const std::string& what, const std::string& path) {
   return std::runtime_error(what + " '" + path + "': " + std::strerror(errno));
 }
 
+/// The same for a failure on the temp file of `path`: the file the caller asked for comes first.
+std::runtime_error temp_error(const std::string& what, const std::string& path, const std::string& tmp) {
+  const int err = errno;
+  return std::runtime_error(what + " '" + path + "' (through its temp file '" + tmp +
+                            "'): " + std::strerror(err));
+}
+
 std::string parent_dir(const std::string& path) {
   auto slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -30,13 +37,13 @@ std::string temp_name(const std::string& path) {
   return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
 }
 
-void write_all(int fd, const void* data, size_t size, const std::string& path) {
+void write_all(int fd, const void* data, size_t size, const std::string& path, const std::string& tmp) {
   const auto* p = static_cast<const uint8_t*>(data);
   while (size > 0) {
     ssize_t n = ::write(fd, p, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw io_error("cannot write", path);
+      throw temp_error("cannot write", path, tmp);
     }
     p += n;
     size -= static_cast<size_t>(n);
@@ -53,17 +60,18 @@ void fsync_dir(const std::string& dir) {
   if (rc != 0) throw io_error("cannot fsync directory", dir);
 }
 
-void write_file_atomic_stream(const std::string& path,
-                              const std::function<void(const std::function<void(const void*, size_t)>&)>& fill) {
+void write_file_atomic_stream(
+    const std::string& path,
+    const std::function<void(const std::function<void(const void*, size_t)>&)>& fill) {
   const std::string tmp = temp_name(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw io_error("cannot create", tmp);
+  if (fd < 0) throw temp_error("cannot create", path, tmp);
   try {
-    fill([&](const void* data, size_t size) { write_all(fd, data, size, tmp); });
-    if (::fsync(fd) != 0) throw io_error("cannot fsync", tmp);
+    fill([&](const void* data, size_t size) { write_all(fd, data, size, path, tmp); });
+    if (::fsync(fd) != 0) throw temp_error("cannot fsync", path, tmp);
     if (::close(fd) != 0) {
       fd = -1;
-      throw io_error("cannot close", tmp);
+      throw temp_error("cannot close", path, tmp);
     }
     fd = -1;
     if (::rename(tmp.c_str(), path.c_str()) != 0) throw io_error("cannot rename into", path);
