@@ -281,10 +281,15 @@ std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vect
       if (it == by_name.end())
         throw PatchError("target tensor '" + targets[i]->name + "' is missing from the base");
       const TensorView& b = *it->second;
-      if (b.dtype != targets[i]->dtype || b.shape != targets[i]->shape)
-        throw PatchError("tensor '" + b.name + "': base is " + std::string(dtype_name(b.dtype)) +
-                         " with a different " + (b.dtype != targets[i]->dtype ? "dtype" : "shape") +
-                         " than the target");
+      if (b.dtype != targets[i]->dtype || b.shape != targets[i]->shape) {
+        auto layout = [](const TensorView& t) {
+          std::string s = std::string(dtype_name(t.dtype)) + " [";
+          for (size_t d = 0; d < t.shape.size(); ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+          return s + "]";
+        };
+        throw PatchError("tensor '" + b.name + "': base is " + layout(b) + ", target is " +
+                         layout(*targets[i]) + " (a patch needs the same dtype and shape on both sides)");
+      }
       bases[i] = &b;
     }
   }

@@ -259,6 +259,11 @@ TEST_CASE("a wrong base is rejected naming both versions", "[sync][patch]") {
   auto dv = extra.mutable_views();
   CHECK_THROWS_WITH(apply_patch(dv, patch.data(), patch.size()), Catch::Contains("twice"));
   CHECK_THROWS_AS(encode_patch(base.views(), renamed.views(), opt), PatchError);
+  // The encoder names both sides' dtype and shape.
+  CHECK_THROWS_WITH(encode_patch(base.views(), retyped.views(), opt),
+                    Catch::Contains("base is BF16 [100], target is F16 [100]"));
+  CHECK_THROWS_WITH(encode_patch(base.views(), reshaped.views(), opt),
+                    Catch::Contains("base is BF16 [100], target is BF16 [10, 10]"));
 }
 
 TEST_CASE("a target hash mismatch after apply rolls every tensor back", "[sync][patch]") {
