@@ -181,6 +181,12 @@ void cmd_verify(const SyncCliOptions& o) {
   if (model.tensors().size() != info.tensors.size())
     problems.push_back("the model holds " + std::to_string(model.tensors().size()) + " tensors, the patch " +
                        std::to_string(info.tensors.size()));
+  // The model is compared with the header's target hashes, which a damaged payload does not change; say
+  // so rather than let "matches" read as "the patch is fine".
+  const std::string damaged = sync::check_patch_payload(patch.data(), patch.size());
+  if (!damaged.empty())
+    std::cerr << "WARNING: '" << o.patch << "' is damaged (" << damaged
+              << "); the model was checked against its header's target hashes only\n";
   if (problems.empty()) {
     std::cout << o.model << " matches target version " << info.target_version << " (root "
               << sync::hash_hex(info.target_root_hash) << ")\n";
@@ -243,7 +249,9 @@ void register_sync_commands(CLI::App& root) {
   inspect->add_option("patch", o->patch, "patch file")->required()->check(CLI::ExistingFile);
   inspect->callback([o] { cmd_inspect(*o); });
 
-  auto* verify = sync_cmd->add_subcommand("verify", "check that MODEL equals PATCH's target (exit 1 if not)");
+  auto* verify = sync_cmd->add_subcommand(
+      "verify",
+      "check that MODEL equals PATCH's target (exit 1 if not); warns when PATCH's payload is damaged");
   verify->add_option("model", o->model, "checkpoint (.safetensors or HF folder)")->required();
   verify->add_option("patch", o->patch, "patch file")->required()->check(CLI::ExistingFile);
   verify->callback([o] { cmd_verify(*o); });

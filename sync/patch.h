@@ -93,6 +93,12 @@ std::vector<uint8_t> encode_anchor(const std::vector<TensorView>& target, const 
 /// Parses and checksums the header (not the payload). Throws PatchError.
 PatchInfo inspect_patch(const uint8_t* data, size_t size);
 
+/// Checks the payload too: the file holds every chunk the header lists (nothing after), each chunk's
+/// checksum matches and each decompresses to its raw size. Returns "" when it does, else what is wrong
+/// (the PatchError text, naming the chunk and byte offset). Does not check the streams against weights
+/// (apply_patch does). `threads`: 0 = all hardware threads. Thread safe.
+std::string check_patch_payload(const uint8_t* data, size_t size, int threads = 0);
+
 /// Settings of apply_patch.
 struct ApplyOptions {
   int threads = 0;  ///< 0 = all hardware threads
@@ -102,9 +108,9 @@ struct ApplyOptions {
   /// knows its weights to have, e.g. the target root of the patch it applied last (which apply_patch
   /// verified then) and nothing has written to the weights since. apply_patch then skips hashing the
   /// base of the tensors the patch changes: this root equal to the patch's target root = no-op (returns
-  /// false without looking or writing); equal to its base root = apply; else a base mismatch error. Every changed tensor's target hash is still verified after apply, so
-  /// a wrong claim cannot leave wrong weights behind (it is rejected and rolled back); only the no-op
-  /// answer rests on the claim alone.
+  /// false without looking or writing); equal to its base root = apply; else a base mismatch error. Every
+  /// changed tensor's target hash is still verified after apply, so a wrong claim cannot leave wrong weights
+  /// behind (it is rejected and rolled back); only the no-op answer rests on the claim alone.
   std::optional<uint64_t> trusted_root;
 };
 

@@ -49,4 +49,14 @@ ScratchBuffer read_payload(const Container& c, const uint8_t* data, size_t size,
   return payload;
 }
 
+std::string check_patch_payload(const uint8_t* data, size_t size, int threads) {
+  try {
+    const Container c = parse_container(data, size, true);
+    read_payload(c, data, size, threads);
+    return "";
+  } catch (const PatchError& e) {
+    return e.what();
+  }
+}
+
 }  // namespace pulse::sync

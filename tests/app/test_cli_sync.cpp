@@ -175,10 +175,23 @@ TEST_CASE("a corrupt patch fails apply naming the file and the byte offset", "[a
   CHECK(r.code == 0);  // the header is intact: inspect warns about the size
   CHECK(contains(r.out, "WARNING"));
   r = pulse_cli({"sync", "verify", dir / "target.safetensors", corrupt});
-  CHECK(r.code == 0);  // verify compares tensor hashes from the header only
+  CHECK(r.code == 0);  // verify compares tensor hashes from the header only, and says the patch is damaged
+  CHECK(contains(r.out, "matches target version"));
+  CHECK(contains(r.err, "WARNING"));
+  CHECK(contains(r.err, "truncated"));
+  r = pulse_cli({"sync", "verify", dir / "target.safetensors", patch});
+  CHECK(r.code == 0);
+  CHECK_FALSE(contains(r.err, "WARNING"));
   r = pulse_cli({"sync", "apply", dir / "base.safetensors", corrupt, "-o", dir / "out.safetensors"});
   CHECK(r.code != 0);
   CHECK(contains(r.err, "truncated"));
+  std::string flipped = bytes;  // one payload byte: the chunk checksum catches it
+  flipped[bytes.size() - 5] = static_cast<char>(flipped[bytes.size() - 5] ^ 0x5a);
+  pulse::sync::write_file_atomic(corrupt, flipped.data(), flipped.size());
+  r = pulse_cli({"sync", "verify", dir / "target.safetensors", corrupt});
+  CHECK(r.code == 0);
+  CHECK(contains(r.err, "WARNING"));
+  CHECK(contains(r.err, "checksum"));
 }
 
 TEST_CASE("pulse sync apply on the target says OUT was written; a run step folder gets a hint",
