@@ -56,10 +56,14 @@ std::string EvalReport::table() const {
       out << line;
     }
   };
-  std::snprintf(line, sizeof line, "problems %lld, n=%lld: pass@1 %.4f, pass@%lld %.4f\n",
-                static_cast<long long>(problems), static_cast<long long>(n_samples), pass_at_1,
-                static_cast<long long>(k), pass_at_k);
+  std::snprintf(line, sizeof line, "problems %lld, n=%lld: pass@1 %.4f", static_cast<long long>(problems),
+                static_cast<long long>(n_samples), pass_at_1);
   out << line;
+  if (k != 1) {  // pass@1 is already there
+    std::snprintf(line, sizeof line, ", pass@%lld %.4f", static_cast<long long>(k), pass_at_k);
+    out << line;
+  }
+  out << "\n";
   section("subject", by_subject);
   section("level", by_level);
   return out.str();

@@ -49,4 +49,14 @@ TEST_CASE("eval report: JSON and table carry the per-subject and per-level count
   const std::string t = r.table();
   CHECK(t.find("Geometry") != std::string::npos);
   CHECK(t.find("0.5000") != std::string::npos);  // Level 5: 1/2
+  // pass@1 once when k = 1 (it printed "pass@1 0.6667, pass@1 0.6667"); pass@k beside it otherwise.
+  r.k = 1;
+  r.n_samples = 1;
+  const std::string one = r.table();
+  CHECK(one.find("pass@1 0.6667") != std::string::npos);
+  CHECK(one.find("pass@1", one.find("pass@1") + 1) == std::string::npos);
+  r.k = 4;
+  r.n_samples = 8;
+  r.pass_at_k = 1.0;
+  CHECK(r.table().find("n=8: pass@1 0.6667, pass@4 1.0000") != std::string::npos);
 }
