@@ -130,7 +130,8 @@ void run_generate(const GenerateOptions& o) {
   const auto out = model::generate(*net, {{ids, o.seed}}, sp).at(0);
 
   const bool has_text = tok != nullptr;
-  const std::string text = has_text ? tok->decode(out.token_ids) : std::string();
+  // Special tokens (the EOS that stopped it, BOS) are ids, not text: skipped as the rollouts skip them.
+  const std::string text = has_text ? tok->decode(out.token_ids, /*skip_special=*/true) : std::string();
   if (o.json) {
     nlohmann::ordered_json j;
     j["ids"] = out.token_ids;
