@@ -54,8 +54,8 @@ WorkerFleet::WorkerFleet(const Config& config, const std::string& token, Registe
       shares_(static_cast<size_t>(config.run.workers)) {
   control_.start();
   if (!in_process)
-    spdlog::info("trainer listening: control {} ; start {} workers with `pulse worker --trainer {}`",
-                 control_.url(), config.run.workers, control_.url());
+    spdlog::info("trainer listening: control {} ; start {} worker{} with `pulse worker --trainer {}`",
+                 control_.url(), config.run.workers, config.run.workers == 1 ? "" : "s", control_.url());
 }
 
 WorkerFleet::~WorkerFleet() {
