@@ -78,9 +78,10 @@ void MetricsLog::truncate_before_step(const std::string& path, int64_t step) {
 }
 
 nlohmann::json Summary::to_json() const {
+  auto measured = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   return nlohmann::json{{"steps", steps},
-                        {"pass_at_1_before", pass_at_1_before},
-                        {"pass_at_1_after", pass_at_1_after},
+                        {"pass_at_1_before", measured(pass_at_1_before)},
+                        {"pass_at_1_after", measured(pass_at_1_after)},
                         {"reward_first", reward_first},
                         {"reward_last", reward_last},
                         {"mean_changed_fraction", mean_changed_fraction},
@@ -140,9 +141,12 @@ void print_summary(const Summary& summary, const std::string& run_dir) {
   const bool stepped = summary.steps > 0;
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%.1fx less", summary.compression_ratio);
+  char before[32] = "not measured", after[32] = "not measured";
+  if (summary.pass_at_1_before) std::snprintf(before, sizeof before, "%.3f", *summary.pass_at_1_before);
+  if (summary.pass_at_1_after) std::snprintf(after, sizeof after, "%.3f", *summary.pass_at_1_after);
   std::printf(
       "\nrun %s\n  GRPO steps          %lld (%lld workers, bit-identical every step: %s)\n"
-      "  reward              %.3f -> %.3f\n  Pass@1 (held-out)   %.3f -> %.3f\n"
+      "  reward              %.3f -> %.3f\n  Pass@1 (held-out)   %s -> %s\n"
       "  changed fraction    %.3g of BF16 elements per step (mean)\n"
       "  bytes shipped       %.3f MB of patches vs %.3f MB dense BF16 (%s)\n"
       "  wall time           %.1f s\n  report              %s/report.html\n",
@@ -150,9 +154,9 @@ void print_summary(const Summary& summary, const std::string& run_dir) {
       !stepped                           ? "n/a"
       : summary.bit_identical_every_step ? "yes"
                                          : "NO",
-      summary.reward_first, summary.reward_last, summary.pass_at_1_before, summary.pass_at_1_after,
-      summary.mean_changed_fraction, summary.patch_bytes_total / 1e6, summary.dense_bytes_total / 1e6,
-      stepped ? ratio : "no GRPO steps", summary.wall_seconds, run_dir.c_str());
+      summary.reward_first, summary.reward_last, before, after, summary.mean_changed_fraction,
+      summary.patch_bytes_total / 1e6, summary.dense_bytes_total / 1e6, stepped ? ratio : "no GRPO steps",
+      summary.wall_seconds, run_dir.c_str());
 }
 
 }  // namespace pulse::app

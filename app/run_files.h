@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,9 @@ class MetricsLog {
 /// summary.json: EXACTLY these keys (issue 5).
 struct Summary {
   int64_t steps = 0;
-  double pass_at_1_before = 0, pass_at_1_after = 0;
+  /// Unset: not measured (eval.before / eval.after off, or no held-out problems); null in the JSON, so
+  /// that it cannot be read as a measured 0.
+  std::optional<double> pass_at_1_before, pass_at_1_after;
   /// Mean step reward over the first / last reward_window(steps) GRPO steps (one step's mean over a few
   /// dozen prompts is noisy; metrics.jsonl keeps every step's value).
   double reward_first = 0, reward_last = 0;

@@ -313,7 +313,7 @@ void Trainer::warm_start() {
     reference_ = rl::make_reference_policy(*policy_, compute_dtype(config_));
     model::save_hf_checkpoint(*reference_, run_dir_ + "/reference");
   }
-  run_state_["pass_at_1_before"] = 0.0;
+  run_state_["pass_at_1_before"] = nullptr;  // not measured unless eval.before runs
   if (config_.eval.before && !sets_.held_out.empty()) {
     auto t0 = Clock::now();
     auto report = pass_at_1();
@@ -601,16 +601,17 @@ int Trainer::finish() {
   // Workers stop before the final evaluation so that it has the cores to itself.
   const int64_t n_workers = static_cast<int64_t>(fleet_->size());
   fleet_->stop();
-  double pass_after = 0;
+  std::optional<double> pass_after;  // unset: not measured
   if (config_.eval.after && !sets_.held_out.empty()) {
     auto t0 = Clock::now();
     auto report = pass_at_1();
     pass_after = report.pass_at_1;
-    spdlog::info("Pass@1 after GRPO: {:.4f} on {} held-out problems ({:.1f} s)", pass_after, report.problems,
-                 seconds_since(t0));
+    spdlog::info("Pass@1 after GRPO: {:.4f} on {} held-out problems ({:.1f} s)", report.pass_at_1,
+                 report.problems, seconds_since(t0));
   }
   Summary summary = summarize(MetricsLog::read(run_dir_ + "/metrics.jsonl"));
-  summary.pass_at_1_before = run_state_.value("pass_at_1_before", 0.0);
+  if (run_state_.contains("pass_at_1_before") && run_state_["pass_at_1_before"].is_number())
+    summary.pass_at_1_before = run_state_["pass_at_1_before"].get<double>();
   summary.pass_at_1_after = pass_after;
   summary.workers = n_workers;
   summary.wall_seconds = elapsed();

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -41,8 +42,12 @@ LocoModeResult read_loco_run(const std::string& run_dir, const std::string& mode
   json s = read_json_file(dir + "/summary.json");
   r.steps = s.at("steps").get<int64_t>();
   r.reward_last = s.at("reward_last").get<double>();
-  r.pass_at_1_before = s.at("pass_at_1_before").get<double>();
-  r.pass_at_1_after = s.at("pass_at_1_after").get<double>();
+  // null: not measured (eval off); NaN in the table and null in the JSON then.
+  auto measured = [&](const char* key) {
+    return s.at(key).is_number() ? s.at(key).get<double>() : std::numeric_limits<double>::quiet_NaN();
+  };
+  r.pass_at_1_before = measured("pass_at_1_before");
+  r.pass_at_1_after = measured("pass_at_1_after");
   r.wall_seconds = s.at("wall_seconds").get<double>();
   const json& m = s.at("multi");
   r.world_size = m.at("world_size").get<int64_t>();

@@ -89,6 +89,14 @@ TEST_CASE("summary has exactly the issue's keys and totals", "[app][run_files]")
                                        "wall_seconds",
                                        "workers"};
   CHECK(keys == expected);
+  // Pass@1 that was not measured (eval off) is null, not a 0 that reads as measured.
+  CHECK(j["pass_at_1_before"].is_null());
+  CHECK(j["pass_at_1_after"].is_null());
+  s.pass_at_1_before = 0.0;
+  s.pass_at_1_after = 0.25;
+  j = s.to_json();
+  CHECK(j["pass_at_1_before"] == 0.0);
+  CHECK(j["pass_at_1_after"] == 0.25);
 }
 
 TEST_CASE("report.html inlines gnuplot SVG plots and the summary", "[app][report]") {
