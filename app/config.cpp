@@ -16,6 +16,7 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <type_traits>
 #include <variant>
@@ -603,7 +604,10 @@ std::string value_text(const FieldPtr& p) {
                     p);
 }
 
-void apply_table(Config& config, const toml::table& root, const std::string& source) {
+/// Where each key set so far got its value ("FILE:LINE" or "--set"), by "section.key": range errors name it.
+using KeyOrigins = std::map<std::string, std::string>;
+
+void apply_table(Config& config, const toml::table& root, const std::string& source, KeyOrigins& origins) {
   auto f = fields(config);
   for (const auto& [sec_key, sec_node] : root) {
     std::string sec(sec_key.str());
@@ -621,9 +625,12 @@ void apply_table(Config& config, const toml::table& root, const std::string& sou
       if (!set_from_node(field->ptr, node))
         throw ConfigError(where(source, node) + ": key '" + sec + "." + key + "' must be " +
                           type_name(field->ptr));
+      origins[sec + "." + key] = where(source, node);
     }
   }
 }
+
+void validate_fields(const Config& config_in, const std::string& source, const KeyOrigins& origins);
 
 }  // namespace
 
@@ -647,11 +654,19 @@ void apply_override(Config& config, const std::string& assignment) {
 }
 
 void validate(const Config& config_in, const std::string& source) {
+  validate_fields(config_in, source, KeyOrigins{});
+}
+
+namespace {
+void validate_fields(const Config& config_in, const std::string& source, const KeyOrigins& origins) {
   Config config = config_in;  // fields() needs mutable pointers; checks only read
   for (const auto& field : fields(config)) {
     std::string problem = field.check();
-    if (!problem.empty())
-      throw ConfigError(source + ": key '" + field.section + "." + field.key + "' " + problem);
+    if (!problem.empty()) {
+      const auto at = origins.find(field.section + "." + field.key);
+      throw ConfigError((at != origins.end() ? at->second : source) + ": key '" + field.section + "." +
+                        field.key + "' " + problem);
+    }
   }
   const auto& d = config.data;
   bool real = d.task == "math" || d.task == "mbpp" || d.task == "gsm8k";
@@ -683,6 +698,7 @@ void validate(const Config& config_in, const std::string& source) {
   if (!config.transport.tls_cert.empty() != !config.transport.tls_key.empty())
     throw ConfigError(source + ": keys 'transport.tls_cert' and 'transport.tls_key' must be set together");
 }
+}  // namespace
 
 void finalize(Config& c) {
   c.optimizer.total_steps = std::max<int64_t>(1, c.rl.steps);
@@ -712,9 +728,13 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
         << e.description();
     throw ConfigError(msg.str());
   }
-  apply_table(config, root, source_name);
-  for (const auto& o : overrides) apply_override(config, o);
-  validate(config, overrides.empty() ? source_name : source_name + " (with --set)");
+  KeyOrigins origins;
+  apply_table(config, root, source_name, origins);
+  for (const auto& o : overrides) {
+    apply_override(config, o);
+    origins[o.substr(0, o.find('='))] = "--set " + o;
+  }
+  validate_fields(config, overrides.empty() ? source_name : source_name + " (with --set)", origins);
   finalize(config);
   return config;
 }

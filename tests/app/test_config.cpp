@@ -52,6 +52,13 @@ TEST_CASE("a typo in a key fails naming the key, the file and a suggestion", "[a
 
 TEST_CASE("bad values name the key", "[app][config]") {
   CHECK(error_of("[rl]\ngroup_size = 1\n").find("'rl.group_size' must be >= 2") != std::string::npos);
+  // A value out of range names its file and line, as a type error does; one from --set names the --set.
+  CHECK(
+      error_of("[rl]\nsteps = 4\n\n[optimizer]\nlr = -1.0\n").find("configs/x.toml:5: key 'optimizer.lr'") !=
+      std::string::npos);
+  CHECK(
+      error_of("[rl]\nsteps = 4\n", {"rl.steps=-3"}).find("--set rl.steps=-3: key 'rl.steps' must be >= 0") !=
+      std::string::npos);
   CHECK(error_of("[rl]\ngroup_size = \"eight\"\n").find("'rl.group_size' must be an integer") !=
         std::string::npos);
   CHECK(error_of("[optimizer]\nschedule = \"linear\"\n").find("'optimizer.schedule' must be one of") !=
