@@ -145,18 +145,46 @@ void print_summary(const Summary& summary, const std::string& run_dir) {
   if (summary.pass_at_1_before) std::snprintf(before, sizeof before, "%.3f", *summary.pass_at_1_before);
   if (summary.pass_at_1_after) std::snprintf(after, sizeof after, "%.3f", *summary.pass_at_1_after);
   std::printf(
-      "\nrun %s\n  GRPO steps          %lld (%lld workers, bit-identical every step: %s)\n"
+      "\nrun %s\n  GRPO steps          %lld (%lld worker%s, bit-identical every step: %s)\n"
       "  reward              %.3f -> %.3f\n  Pass@1 (held-out)   %s -> %s\n"
       "  changed fraction    %.3g of BF16 elements per step (mean)\n"
       "  bytes shipped       %.3f MB of patches vs %.3f MB dense BF16 (%s)\n"
       "  wall time           %.1f s\n  report              %s/report.html\n",
       run_dir.c_str(), static_cast<long long>(summary.steps), static_cast<long long>(summary.workers),
+      summary.workers == 1 ? "" : "s",
       !stepped                           ? "n/a"
       : summary.bit_identical_every_step ? "yes"
                                          : "NO",
       summary.reward_first, summary.reward_last, before, after, summary.mean_changed_fraction,
       summary.patch_bytes_total / 1e6, summary.dense_bytes_total / 1e6, stepped ? ratio : "no GRPO steps",
       summary.wall_seconds, run_dir.c_str());
+}
+
+namespace {
+/// Bytes as "1.26 MB".
+std::string fmt_mb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g MB", bytes / 1e6);
+  return buf;
+}
+}  // namespace
+
+void print_multi_summary(const nlohmann::json& multi) {
+  const double sent = multi.value("comm_payload_bytes_total", 0.0);
+  std::string line = "  trainer exchange    " + fmt_mb(sent) + " handed to the collectives (rank " +
+                     std::to_string(multi.value("rank", 0)) + " of " +
+                     std::to_string(multi.value("world_size", 0)) + ", " +
+                     multi.value("mode", std::string("?")) + ")";
+  auto versus = [&](const char* key, const char* what) {
+    const double dense = multi.value(key, 0.0);
+    if (dense <= 0 || sent <= 0) return;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "; %.1fx less than %s (%s)", dense / sent, what, fmt_mb(dense).c_str());
+    line += buf;
+  };
+  if (multi.value("mode", std::string()) != "ddp") versus("dense_diloco_bytes_equivalent", "dense DiLoCo");
+  versus("ddp_bytes_equivalent", "DDP");
+  std::printf("%s\n", line.c_str());
 }
 
 }  // namespace pulse::app

@@ -57,6 +57,11 @@ struct Summary {
   nlohmann::json to_json() const;
 };
 
+/// One line under the summary for a multi-trainer run: the bytes this rank handed to the collectives
+/// (`multi` of summary.json: comm_payload_bytes_total) against the dense exchanges of the same run
+/// (ddp_bytes_equivalent, dense_diloco_bytes_equivalent). Writes to stdout.
+void print_multi_summary(const nlohmann::json& multi);
+
 /// The run's closing lines on stdout (steps, reward, Pass@1, changed fraction, bytes, wall time).
 void print_summary(const Summary& summary, const std::string& run_dir);
 

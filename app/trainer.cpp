@@ -588,10 +588,17 @@ json Trainer::multi_summary(const std::vector<json>& rows) const {
            {"world_size", group_->world_size()},
            {"comm_payload_bytes_total", payload},
            {"comm_wire_bytes_total", wire}};
+  // What the dense exchanges of the same run would hand to the collectives: an FP32 gradient per step
+  // (DDP) or an FP32 pseudo-gradient per outer round (DiLoCo), 4 bytes per parameter each time.
+  uint64_t params = 0;
+  for (const auto& t : adam_->master_tensors()) params += static_cast<uint64_t>(t.numel());
+  const uint64_t steps = static_cast<uint64_t>(rows.size());
+  out["ddp_bytes_equivalent"] = 4 * params * steps;
   if (outer_) {  // outer rounds (diloco, pulseloco); ddp has none
     out["inner_steps"] = config_.multi.inner_steps;
     out["rounds"] = rounds;
     out["mean_fired_fraction"] = rounds > 0 ? fired / static_cast<double>(rounds) : 0.0;
+    out["dense_diloco_bytes_equivalent"] = 4 * params * rounds;
   }
   return out;
 }
@@ -630,6 +637,7 @@ int Trainer::finish() {
     std::cout << json{{"summary", summary.to_json()}}.dump() << std::endl;
   } else if (!opt_.quiet) {
     print_summary(summary, run_dir_);
+    if (summary_json.contains("multi")) print_multi_summary(summary_json["multi"]);
   }
   return summary.bit_identical_every_step || summary.steps == 0 ? 0 : 3;
 }

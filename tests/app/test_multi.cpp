@@ -59,6 +59,12 @@ TEST_CASE(
     CHECK(fired > 0.0);
     CHECK(fired < 1.0);  // only the entries that change BF16 weights are sent
     CHECK(s["multi"]["comm_payload_bytes_total"].get<uint64_t>() > 0);
+    // The dense exchanges of the same run: an FP32 tensor per parameter per outer round (DiLoCo) or per
+    // step (DDP: 4 steps = 2 rounds of 2); PULSELoCo hands less than dense DiLoCo to the collectives.
+    const uint64_t diloco = s["multi"]["dense_diloco_bytes_equivalent"].get<uint64_t>();
+    CHECK(diloco % 8 == 0);  // 4 bytes x params x 2 rounds
+    CHECK(s["multi"]["ddp_bytes_equivalent"].get<uint64_t>() == 2 * diloco);
+    CHECK(s["multi"]["comm_payload_bytes_total"].get<uint64_t>() < diloco);
     auto rows = pulse::app::MetricsLog::read(rd + "/metrics.jsonl");
     REQUIRE(rows.size() == 4);
     CHECK(rows[1].contains("fired_fraction"));  // the round ends after steps 1 and 3 (0-based)
