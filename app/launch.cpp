@@ -270,7 +270,10 @@ int launch(const LaunchOptions& o) {
   } else {
     // The running binary itself, even if a rebuild has replaced the file at its path since it started.
     program = "/proc/self/exe";
-    argv_s.push_back(program);
+    // argv[0] is what ps shows: the binary's real path, not /proc/self/exe.
+    std::error_code ec;
+    const std::string self = std::filesystem::read_symlink(program, ec).string();
+    argv_s.push_back(ec || self.empty() ? program : self);
     argv_s.insert(argv_s.end(), o.args.begin(), o.args.end());
   }
   std::vector<char*> argv;
