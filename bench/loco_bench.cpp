@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -53,7 +54,9 @@ LocoModeResult read_loco_run(const std::string& run_dir, const std::string& mode
   r.world_size = m.at("world_size").get<int64_t>();
   r.payload_bytes = m.at("comm_payload_bytes_total").get<uint64_t>();
   r.wire_bytes = m.at("comm_wire_bytes_total").get<uint64_t>();
-  r.fired_fraction = m.value("mean_fired_fraction", 0.0);  // ddp has no outer rounds
+  // ddp has no outer rounds and no gate: NaN, "-" in the table and null in the JSON (it was 0.0).
+  r.fired_fraction = m.contains("mean_fired_fraction") ? m.at("mean_fired_fraction").get<double>()
+                                                       : std::numeric_limits<double>::quiet_NaN();
   r.rounds = inner_steps > 0 ? r.steps / inner_steps : 0;
   r.bytes_per_round = r.rounds > 0 ? static_cast<double>(r.payload_bytes) / static_cast<double>(r.rounds) : 0;
   std::ifstream rows(dir + "/metrics.jsonl");
@@ -75,10 +78,12 @@ std::string loco_table(const std::vector<LocoModeResult>& modes, int64_t inner_s
   o << "mode        steps rounds  bytes/trainer (window)  bytes/round    fired   reward_last  Pass@1 "
        "before->after\n";
   for (const auto& m : modes) {
-    std::snprintf(buf, sizeof buf, "%-10s %6lld %6lld  %20.3f MB  %9.3f MB  %7.4f   %10.3f   %.3f -> %.3f\n",
+    char fired[16] = "      -";
+    if (!std::isnan(m.fired_fraction)) std::snprintf(fired, sizeof fired, "%7.4f", m.fired_fraction);
+    std::snprintf(buf, sizeof buf, "%-10s %6lld %6lld  %20.3f MB  %9.3f MB  %s   %10.3f   %.3f -> %.3f\n",
                   m.mode.c_str(), static_cast<long long>(m.steps), static_cast<long long>(m.rounds),
-                  m.payload_bytes / 1e6, m.bytes_per_round / 1e6, m.fired_fraction, m.reward_last,
-                  m.pass_at_1_before, m.pass_at_1_after);
+                  m.payload_bytes / 1e6, m.bytes_per_round / 1e6, fired, m.reward_last, m.pass_at_1_before,
+                  m.pass_at_1_after);
     o << buf;
   }
   const auto* p = find(modes, "pulseloco");

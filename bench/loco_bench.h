@@ -17,7 +17,7 @@ struct LocoModeResult {
   uint64_t payload_bytes = 0;  ///< bytes rank 0 handed to the collectives over the run (the window)
   uint64_t wire_bytes = 0;     ///< its wire estimate (rl/process_group.h)
   double bytes_per_round = 0;  ///< payload_bytes / rounds (rounds of inner_steps steps; ddp too)
-  double fired_fraction = 0;   ///< mean over rounds (1 for diloco, 0 for ddp: not applicable)
+  double fired_fraction = 0;   ///< mean over rounds (1 for diloco; NaN for ddp: not applicable, null in JSON)
   std::vector<double> reward;  ///< reward_mean per step
   double reward_last = 0;      ///< summary.json reward_last (mean of the last window)
   double pass_at_1_before = 0, pass_at_1_after = 0;
