@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli_checks.h"
 #include "app/commands.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
@@ -163,14 +164,14 @@ void register_generate_command(CLI::App& root) {
   text->excludes(ids);
   cmd->add_option("--tokenizer", o->tokenizer_path, "tokenizer file or folder (default: the model folder's)");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_integer())
       ->capture_default_str();
   cmd->add_flag("--greedy", o->greedy, "argmax decoding (overrides --temperature/--top-p/--top-k)");
   cmd->add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)")
       ->capture_default_str();
   cmd->add_option("--top-p", o->top_p, "nucleus sampling mass, in (0, 1]")->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "sampling seed")->check(non_negative_integer())->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "compute dtype")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();

@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 
+#include "app/cli_checks.h"
 #include "app/commands.h"
 #include "bench/sync_bench_cli.h"
 #include "sync/atomic_file.h"
@@ -220,8 +221,12 @@ void register_sync_commands(CLI::App& root) {
   diff->add_option("--zstd-level", o->zstd_level, "zstd level 1..22, 0 = none")
       ->check(CLI::Range(0, 22))
       ->capture_default_str();
-  diff->add_option("--base-version", o->base_version, "version number of BASE")->capture_default_str();
-  diff->add_option("--target-version", o->target_version, "version number of TARGET")->capture_default_str();
+  diff->add_option("--base-version", o->base_version, "version number of BASE")
+      ->check(non_negative_integer())
+      ->capture_default_str();
+  diff->add_option("--target-version", o->target_version, "version number of TARGET")
+      ->check(non_negative_integer())
+      ->capture_default_str();
   diff->add_option("--model-id", o->model_id, "free text naming the model lineage");
   diff->add_option("--threads", o->threads, "threads (0 = all cores)")->capture_default_str();
   diff->callback([o] { cmd_diff(*o); });
@@ -232,7 +237,9 @@ void register_sync_commands(CLI::App& root) {
   anchor->add_option("--zstd-level", o->zstd_level, "zstd level 1..22, 0 = none")
       ->check(CLI::Range(0, 22))
       ->capture_default_str();
-  anchor->add_option("--version", o->target_version, "version number of MODEL")->capture_default_str();
+  anchor->add_option("--version", o->target_version, "version number of MODEL")
+      ->check(non_negative_integer())
+      ->capture_default_str();
   anchor->add_option("--model-id", o->model_id, "free text naming the model lineage");
   anchor->add_option("--threads", o->threads, "threads (0 = all cores)")->capture_default_str();
   anchor->callback([o] { cmd_anchor(*o); });

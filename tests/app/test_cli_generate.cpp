@@ -50,3 +50,15 @@ TEST_CASE("pulse generate --json: the stop token is an id, not text", "[app][cli
   CHECK(j["text"] == "");
   CHECK(j["prompt_ids"] == prompt);
 }
+
+TEST_CASE("pulse generate and pulse sync refuse a negative number for an unsigned option", "[app][cli]") {
+  // CLI11 read "-1" into a uint64_t as 2^64 - 1 without a word.
+  auto r = test_cli::pulse_cli({"generate", "--model", "/nonexistent", "--prompt-ids", "1", "--seed", "-1"});
+  CHECK(r.code != 0);
+  CHECK(r.err.find("--seed: must be >= 0 (got -1)") != std::string::npos);
+  r = test_cli::pulse_cli({"sync", "diff", "a", "b", "-o", "c", "--base-version", "-3"});
+  CHECK(r.code != 0);
+  CHECK(r.err.find("--base-version: must be >= 0 (got -3)") != std::string::npos);
+  r = test_cli::pulse_cli({"sync", "anchor", "a", "-o", "c", "--version", "-1"});
+  CHECK(r.err.find("--version: must be >= 0 (got -1)") != std::string::npos);
+}
