@@ -34,11 +34,24 @@ int64_t latest_checkpoint(const std::string& run_dir) {
   std::string path = run_dir + "/checkpoints/LATEST";
   if (!fs::exists(path)) return -1;
   std::string text = sync::read_file(path);
+  int64_t step = 0;
   try {
-    return std::stoll(text);
+    step = std::stoll(text);
   } catch (const std::exception&) {
     throw std::runtime_error(path + ": not a step number: '" + text + "'");
   }
+  // A save of the same step killed between its two renames (filesystems without RENAME_EXCHANGE) left
+  // the checkpoint LATEST names at step-N.aside-PID: put it back.
+  const std::string dir = checkpoint_dir(run_dir, step);
+  if (!fs::exists(dir)) {
+    const std::string prefix = fs::path(dir).filename().string() + ".aside-";
+    for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints"))
+      if (e.is_directory() && e.path().filename().string().rfind(prefix, 0) == 0) {
+        fs::rename(e.path(), dir);
+        break;
+      }
+  }
+  return step;
 }
 
 namespace {
@@ -51,7 +64,7 @@ bool is_checkpoint_name(const std::string& name) {
 /// Puts the complete folder `staged` at `final_dir`. A folder already there (the same step saved again)
 /// is swapped out in one atomic renameat2(RENAME_EXCHANGE), so a crash leaves either whole version at
 /// `final_dir`; on a filesystem without it, moved aside first (a crash in between leaves `final_dir`
-/// missing and the previous version at `aside`; LATEST may then name a step to re-run, never a mix).
+/// missing and the previous version at `aside`, which latest_checkpoint puts back; never a mix).
 void install_dir(const std::string& staged, const std::string& final_dir, const std::string& aside) {
   std::error_code ec;
   if (!fs::exists(final_dir)) {

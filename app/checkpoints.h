@@ -21,7 +21,8 @@ namespace pulse::app {
 /// RUN_DIR/checkpoints/step-NNNNNN.
 std::string checkpoint_dir(const std::string& run_dir, int64_t step);
 
-/// The newest complete checkpoint's step (checkpoints/LATEST), or -1 when there is none. Throws
+/// The newest complete checkpoint's step (checkpoints/LATEST), or -1 when there is none; puts back the
+/// checkpoint it names when a killed re-save of that step left it moved aside (step-N.aside-PID). Throws
 /// std::runtime_error naming the file when LATEST is not a step number.
 int64_t latest_checkpoint(const std::string& run_dir);
 

@@ -68,4 +68,11 @@ TEST_CASE("checkpoint folders appear whole and a killed save's staging folder is
   app::save_checkpoint(run.path, 5, *policy, opt, x);
   CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000004", "step-000005"});
   CHECK(app::latest_checkpoint(run.path) == 5);
+
+  // A re-save of step 5 killed between its two renames (no RENAME_EXCHANGE): the checkpoint LATEST names
+  // is at step-000005.aside-PID; finding the latest puts it back, whole.
+  fs::rename(root + "/step-000005", root + "/step-000005.aside-31");
+  CHECK(app::latest_checkpoint(run.path) == 5);
+  CHECK(fs::exists(root + "/step-000005/state"));
+  CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000004", "step-000005"});
 }
