@@ -89,6 +89,19 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
+/// make_models() written to DIR/base.safetensors and DIR/target.safetensors, and `pulse sync diff` of
+/// them to DIR/p.pulse; returns the patch's path.
+std::string write_models_and_diff(const TempDir& dir) {
+  auto [base, target] = make_models();
+  write_model(dir / "base.safetensors", base, {});
+  write_model(dir / "target.safetensors", target, {});
+  const std::string patch = dir / "p.pulse";
+  REQUIRE(
+      pulse_cli({"sync", "diff", dir / "base.safetensors", dir / "target.safetensors", "-o", patch}).code ==
+      0);
+  return patch;
+}
+
 }  // namespace
 
 TEST_CASE("pulse sync diff/apply/verify/inspect round trip through the CLI", "[app][sync][cli]") {
@@ -148,13 +161,7 @@ TEST_CASE("pulse sync anchor writes a snapshot that restores any weights", "[app
 
 TEST_CASE("a corrupt patch fails apply naming the file and the byte offset", "[app][sync][cli]") {
   TempDir dir;
-  auto [base, target] = make_models();
-  write_model(dir / "base.safetensors", base, {});
-  write_model(dir / "target.safetensors", target, {});
-  const std::string patch = dir / "p.pulse";
-  REQUIRE(
-      pulse_cli({"sync", "diff", dir / "base.safetensors", dir / "target.safetensors", "-o", patch}).code ==
-      0);
+  const std::string patch = write_models_and_diff(dir);
   std::string bytes = pulse::sync::read_file(patch);
   const std::string corrupt = dir / "corrupt.pulse";
   for (size_t at : {size_t{3}, size_t{40}, bytes.size() - 5}) {  // magic, header, payload
@@ -197,13 +204,7 @@ TEST_CASE("a corrupt patch fails apply naming the file and the byte offset", "[a
 TEST_CASE("pulse sync apply on the target says OUT was written; a run step folder gets a hint",
           "[app][sync][cli]") {
   TempDir dir;
-  auto [base, target] = make_models();
-  write_model(dir / "base.safetensors", base, {});
-  write_model(dir / "target.safetensors", target, {});
-  const std::string patch = dir / "p.pulse";
-  REQUIRE(
-      pulse_cli({"sync", "diff", dir / "base.safetensors", dir / "target.safetensors", "-o", patch}).code ==
-      0);
+  const std::string patch = write_models_and_diff(dir);
   // OUT held something else: applying to the target itself replaces it with the target, and says so
   // (it printed 'already at the target, unchanged' about the file it had just overwritten).
   const std::string out = dir / "out.safetensors";
@@ -222,7 +223,7 @@ TEST_CASE("pulse sync apply on the target says OUT was written; a run step folde
   // A pulse run's checkpoint folder (step-N/model/model.safetensors): the error points at model/.
   const std::string step = dir / "step-000010";
   fs::create_directories(step + "/model");
-  write_model(step + "/model/model.safetensors", base, {});
+  write_model(step + "/model/model.safetensors", make_models().first, {});
   r = pulse_cli({"sync", "diff", step, dir / "target.safetensors", "-o", dir / "q.pulse"});
   CHECK(r.code != 0);
   CHECK(contains(r.err, "checkpoint folder '" + step + "' has neither model.safetensors"));
