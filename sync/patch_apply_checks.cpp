@@ -19,16 +19,6 @@ std::string patch_versions(const PatchInfo& info) {
          hash_hex(info.target_root_hash) + ")";
 }
 
-namespace {
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
-}  // namespace
-
 std::vector<size_t> match_patch_tensors(const PatchInfo& info, const std::vector<TensorView>& views) {
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < views.size(); ++i)

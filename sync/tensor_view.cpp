@@ -15,4 +15,10 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
 }  // namespace pulse::sync

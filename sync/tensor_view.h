@@ -12,11 +12,11 @@ namespace pulse::sync {
 /// A named, contiguous, row-major tensor that someone else owns.
 /// Invariant: nbytes == numel(shape) * dtype_size(dtype). A 0-d tensor (shape {}) has one element.
 struct TensorView {
-  std::string name;            ///< e.g. "model.layers.0.self_attn.q_proj.weight" (HF names)
+  std::string name;  ///< e.g. "model.layers.0.self_attn.q_proj.weight" (HF names)
   DType dtype = DType::BF16;
   std::vector<int64_t> shape;  ///< elements per dimension
   const uint8_t* data = nullptr;
-  size_t nbytes = 0;           ///< bytes at data
+  size_t nbytes = 0;  ///< bytes at data
 };
 
 /// The same, writable (the weights a patch is applied to).
@@ -33,5 +33,8 @@ struct MutableTensorView {
 /// Product of the dims (1 for a 0-d tensor). Throws std::overflow_error past 2^63 elements and
 /// std::invalid_argument for a negative dim.
 int64_t numel(const std::vector<int64_t>& shape);
+
+/// A shape as "[64, 32]" ("[]" for a 0-d tensor), for error messages.
+std::string shape_string(const std::vector<int64_t>& shape);
 
 }  // namespace pulse::sync
