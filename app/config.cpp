@@ -630,8 +630,6 @@ void apply_table(Config& config, const toml::table& root, const std::string& sou
   }
 }
 
-void validate_fields(const Config& config_in, const std::string& source, const KeyOrigins& origins);
-
 }  // namespace
 
 void apply_override(Config& config, const std::string& assignment) {
@@ -653,11 +651,8 @@ void apply_override(Config& config, const std::string& assignment) {
     throw ConfigError("--set: key '" + lhs + "' must be " + type_name(field->ptr) + " (got '" + rhs + "')");
 }
 
-void validate(const Config& config_in, const std::string& source) {
-  validate_fields(config_in, source, KeyOrigins{});
-}
-
 namespace {
+/// validate(), with the origin of each key the file or a --set gave (named in range errors).
 void validate_fields(const Config& config_in, const std::string& source, const KeyOrigins& origins) {
   Config config = config_in;  // fields() needs mutable pointers; checks only read
   for (const auto& field : fields(config)) {
@@ -699,6 +694,10 @@ void validate_fields(const Config& config_in, const std::string& source, const K
     throw ConfigError(source + ": keys 'transport.tls_cert' and 'transport.tls_key' must be set together");
 }
 }  // namespace
+
+void validate(const Config& config_in, const std::string& source) {
+  validate_fields(config_in, source, KeyOrigins{});
+}
 
 void finalize(Config& c) {
   c.optimizer.total_steps = std::max<int64_t>(1, c.rl.steps);
