@@ -616,15 +616,16 @@ int Trainer::finish() {
     spdlog::info("Pass@1 after GRPO: {:.4f} on {} held-out problems ({:.1f} s)", report.pass_at_1,
                  report.problems, seconds_since(t0));
   }
-  Summary summary = summarize(MetricsLog::read(run_dir_ + "/metrics.jsonl"));
+  const std::vector<json> rows = MetricsLog::read(run_dir_ + "/metrics.jsonl");
+  Summary summary = summarize(rows);
   if (run_state_.contains("pass_at_1_before") && run_state_["pass_at_1_before"].is_number())
     summary.pass_at_1_before = run_state_["pass_at_1_before"].get<double>();
   summary.pass_at_1_after = pass_after;
   summary.workers = n_workers;
   summary.wall_seconds = elapsed();
   json summary_json = summary.to_json();
-  if (group_) summary_json["multi"] = multi_summary(MetricsLog::read(run_dir_ + "/metrics.jsonl"));
-  const json fleet = fleet_summary(MetricsLog::read(run_dir_ + "/metrics.jsonl"));
+  if (group_) summary_json["multi"] = multi_summary(rows);
+  const json fleet = fleet_summary(rows);
   if (!fleet.is_null())
     summary_json["fleet"] = fleet;  // only when a worker joined late, died or was replaced
   write_json_atomic(run_dir_ + "/summary.json", summary_json);
