@@ -221,7 +221,10 @@ std::string report_html(const std::string& run_dir, const std::vector<nlohmann::
   if (summary.is_object() && !summary.empty()) {
     html << "<h2>Summary</h2>\n<table>\n";
     for (auto it = summary.begin(); it != summary.end(); ++it) {
-      std::string v = it->is_number_float() ? fmt(it->get<double>(), "%.6g") : it->dump();
+      // null: a value the run did not measure (summary.json's Pass@1 with evaluation off).
+      std::string v = it->is_null()           ? std::string("not measured")
+                      : it->is_number_float() ? fmt(it->get<double>(), "%.6g")
+                                              : it->dump();
       if ((it.key() == "patch_bytes_total" || it.key() == "dense_bytes_total") && it->is_number())
         v += " (" + bytes_text(it->get<double>()) + ")";
       html << "<tr><th>" << html_escape(it.key()) << "</th><td>" << html_escape(v) << "</td></tr>\n";

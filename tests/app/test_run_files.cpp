@@ -157,6 +157,15 @@ TEST_CASE("report of an interrupted run: Pass@1 before from run_state.json and a
   CHECK(html.find(">0.125<") != std::string::npos);
   CHECK(html.find(">0.625<") != std::string::npos);
   CHECK(html.find("not measured") == std::string::npos);
+  // A run with evaluation off: summary.json has null, and the summary table says so (it printed "null").
+  sum.pass_at_1_before.reset();
+  sum.pass_at_1_after.reset();
+  pulse::app::write_json_atomic(dir + "/summary.json", sum.to_json());
+  pulse::app::write_json_atomic(dir + "/run_state.json", json{{"pass_at_1_before", nullptr}});
+  html = pulse::sync::read_file(pulse::app::write_report(dir));
+  CHECK(html.find("<th>pass_at_1_after</th><td>not measured</td>") != std::string::npos);
+  CHECK(html.find("<th>pass_at_1_before</th><td>not measured</td>") != std::string::npos);
+  CHECK(html.find(">null<") == std::string::npos);
   fs::remove_all(dir);
 }
 
