@@ -1,6 +1,7 @@
 // kernels/xxh3_cuda.h: XXH3-64 of device memory. CPU reference: libxxhash XXH3_64bits.
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -33,15 +34,10 @@ __device__ __forceinline__ uint64_t load64(const uint8_t* p, bool aligned) {
   return v;
 }
 
-/// contrib[8 b + i] = what block b adds to accumulator i over its 16 stripes (XXH3_accumulate_512:
+/// What the 1024-byte `block` adds to accumulator `lane` over its 16 stripes (XXH3_accumulate_512:
 /// acc[i ^ 1] += data[i]; acc[i] += lo32(data[i] ^ key[i]) * hi32(data[i] ^ key[i])).
-__global__ void __launch_bounds__(256)
-    contrib_kernel(const uint8_t* data, uint64_t blocks, bool aligned, Secret secret, uint64_t* contrib) {
-  const uint64_t gid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
-  const uint64_t b = gid >> 3;
-  const int lane = static_cast<int>(gid & 7);
-  if (b >= blocks) return;
-  const uint8_t* block = data + b * 1024;
+__device__ __forceinline__ uint64_t block_contrib(const uint8_t* block, int lane, bool aligned,
+                                                  const Secret& secret) {
   uint64_t c = 0;
 #pragma unroll
   for (int s = 0; s < 16; ++s) {
@@ -50,16 +46,22 @@ __global__ void __launch_bounds__(256)
     const uint64_t dk = d ^ secret.w[s + lane];
     c += (dk & 0xffffffffu) * (dk >> 32) + swapped;
   }
-  contrib[gid] = c;
+  return c;
 }
 
-/// The sequential part: per lane, acc = scramble(acc + contrib[b]) for every block b.
-__global__ void chain_kernel(const uint64_t* contrib, uint64_t blocks, Secret secret, Init init,
-                             uint64_t* acc_out) {
-  const int lane = threadIdx.x;
-  if (lane >= 8) return;
-  uint64_t acc = init.acc[lane];
-  const uint64_t key = secret.w[16 + lane];
+/// contrib[8 b + i] = what block b adds to accumulator i.
+__global__ void __launch_bounds__(256)
+    contrib_kernel(const uint8_t* data, uint64_t blocks, bool aligned, Secret secret, uint64_t* contrib) {
+  const uint64_t gid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+  const uint64_t b = gid >> 3;
+  if (b >= blocks) return;
+  contrib[gid] = block_contrib(data + b * 1024, static_cast<int>(gid & 7), aligned, secret);
+}
+
+/// The sequential part of one lane: acc = scramble(acc + contrib[8 b + lane]) for every block b, from
+/// `acc` (the lane's initial accumulator); returns the last.
+__device__ __forceinline__ uint64_t chain(const uint64_t* contrib, uint64_t blocks, int lane, uint64_t acc,
+                                          uint64_t key) {
   constexpr uint64_t kPrime32_1 = 0x9E3779B1u;
   // The chain is bound by the latency of its contrib loads, not by its few integer operations: batches
   // of kBatch blocks, the next batch's loads issued before the current batch is scrambled (double
@@ -91,10 +93,216 @@ __global__ void chain_kernel(const uint64_t* contrib, uint64_t blocks, Secret se
     acc += contrib[b * 8 + lane];
     acc = ((acc ^ (acc >> 47)) ^ key) * kPrime32_1;
   }
-  acc_out[lane] = acc;
+  return acc;
+}
+
+/// One input's chain on threads 0..7.
+__global__ void chain_kernel(const uint64_t* contrib, uint64_t blocks, Secret secret, Init init,
+                             uint64_t* acc_out) {
+  const int lane = threadIdx.x;
+  if (lane >= 8) return;
+  acc_out[lane] = chain(contrib, blocks, lane, init.acc[lane], secret.w[16 + lane]);
+}
+
+/// One input of a batch (xxh3_64_cuda_many): its blocks' contributions start at contrib + 8 first_block;
+/// its `copy_bytes` last bytes (from data + copy_from) go to the staging area at `stage_at`.
+struct Item {
+  const uint8_t* data;
+  uint64_t first_block;  ///< prefix sum of the batch's block counts (ascending)
+  uint64_t blocks;
+  uint64_t copy_from;
+  uint64_t stage_at;
+  uint32_t copy_bytes;
+  uint32_t aligned;
+};
+
+/// The item that holds global block b < total blocks: the last one whose first_block <= b (an item
+/// without blocks shares its first_block with the next, so the last of such a run is the one with
+/// blocks).
+__device__ __forceinline__ uint32_t item_of(const Item* items, uint32_t count, uint64_t b) {
+  uint32_t lo = 0, hi = count;  // invariant: items[lo].first_block <= b < items[hi].first_block
+  while (hi - lo > 1) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (items[mid].first_block <= b)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/// contrib[8 b + i] for every block b of every input of the batch (b global: first_block + local).
+__global__ void __launch_bounds__(256)
+    contrib_many_kernel(const Item* items, uint32_t count, uint64_t total_blocks, Secret secret,
+                        uint64_t* contrib) {
+  const uint64_t gid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+  const uint64_t b = gid >> 3;
+  if (b >= total_blocks) return;
+  const Item& it = items[item_of(items, count, b)];
+  contrib[gid] = block_contrib(it.data + (b - it.first_block) * 1024, static_cast<int>(gid & 7),
+                               it.aligned != 0, secret);
+}
+
+/// Every input's chain side by side: thread 8 k + lane runs input k's lane.
+__global__ void __launch_bounds__(256)
+    chain_many_kernel(const Item* items, uint32_t count, const uint64_t* contrib, Secret secret, Init init,
+                      uint64_t* acc_out) {
+  const uint64_t gid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+  const uint64_t k = gid >> 3;
+  const int lane = static_cast<int>(gid & 7);
+  if (k >= count) return;
+  const Item& it = items[k];
+  acc_out[gid] = chain(contrib + 8 * it.first_block, it.blocks, lane, init.acc[lane], secret.w[16 + lane]);
+}
+
+/// Copies every input's last bytes into the staging area (one CUDA block per input).
+__global__ void gather_many_kernel(const Item* items, uint8_t* stage) {
+  const Item& it = items[blockIdx.x];
+  for (uint32_t i = threadIdx.x; i < it.copy_bytes; i += blockDim.x)
+    stage[it.stage_at + i] = it.data[it.copy_from + i];
+}
+
+/// Where a batch's parts lie in its workspace; with base == nullptr only `used` (its size) is meaningful.
+struct ManyLayout {
+  uint64_t* contrib = nullptr;
+  Item* items = nullptr;
+  uint64_t* acc = nullptr;  ///< 8 per input, then the staged bytes (one device-to-host copy)
+  uint8_t* stage = nullptr;
+  uint64_t total_blocks = 0;
+  uint64_t stage_bytes = 0;
+  size_t used = 0;
+};
+
+uint64_t blocks_of(uint64_t len) {
+  return len >= kXxh3LongMinBytes ? xxh3_long_block_bytes(len) / kXxh3BlockBytes : 0;
+}
+
+/// The bytes of input `len` the host needs: the whole of a short one, else its tail.
+uint64_t staged_bytes(uint64_t len) {
+  return len >= kXxh3LongMinBytes ? len - xxh3_long_tail_offset(len) : len;
+}
+
+/// Workspace bytes of a batch of `count` inputs with these totals (Carver's 256-byte rounding).
+size_t many_bytes(uint64_t total_blocks, size_t count, uint64_t stage_bytes) {
+  const auto round = [](uint64_t b) { return static_cast<size_t>((b + 255) / 256 * 256); };
+  return round(total_blocks * 64) + round(count * sizeof(Item)) + round(64 * count) + round(stage_bytes);
+}
+
+ManyLayout many_layout(const uint64_t* lens, size_t count, uint8_t* base) {
+  ManyLayout l;
+  for (size_t i = 0; i < count; ++i) {
+    l.total_blocks += blocks_of(lens[i]);
+    l.stage_bytes += staged_bytes(lens[i]);
+  }
+  Carver c{base};
+  l.contrib = c.take<uint64_t>(l.total_blocks * 8);
+  l.items = c.take<Item>(count);
+  // acc and stage back to back, so that one copy brings both.
+  l.acc = c.take<uint64_t>(8 * count);
+  l.stage = base ? reinterpret_cast<uint8_t*>(l.acc + 8 * count) : nullptr;
+  c.used += (l.stage_bytes + 255) / 256 * 256;
+  l.used = c.used;
+  return l;
+}
+
+/// One batch of xxh3_64_cuda_many (its workspace fits, checked by the caller).
+void hash_batch(const void* const* data, const uint64_t* lens, size_t count, uint8_t* workspace,
+                cudaStream_t stream, uint64_t* hashes) {
+  const ManyLayout l = many_layout(lens, count, workspace);
+  std::vector<Item> items(count);
+  uint64_t first = 0, at = 0;
+  for (size_t i = 0; i < count; ++i) {
+    Item& it = items[i];
+    it.data = static_cast<const uint8_t*>(data[i]);
+    it.first_block = first;
+    it.blocks = blocks_of(lens[i]);
+    it.copy_bytes = static_cast<uint32_t>(staged_bytes(lens[i]));
+    it.copy_from = lens[i] - it.copy_bytes;
+    it.stage_at = at;
+    it.aligned = (reinterpret_cast<uintptr_t>(it.data) & 7u) == 0;
+    first += it.blocks;
+    at += it.copy_bytes;
+  }
+  Secret secret;
+  std::memcpy(secret.w, xxh3_default_secret(), sizeof secret.w);
+  Xxh3LongState state;
+  xxh3_long_init(state);
+  Init init;
+  std::memcpy(init.acc, state.acc, sizeof init.acc);
+  check_cuda(cudaMemcpyAsync(l.items, items.data(), count * sizeof(Item), cudaMemcpyHostToDevice, stream),
+             "xxh3_64_cuda_many: copy");
+  const auto n = static_cast<uint32_t>(count);
+  if (l.total_blocks) {
+    const uint64_t threads = l.total_blocks * 8;
+    contrib_many_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(
+        l.items, n, l.total_blocks, secret, l.contrib);
+    check_cuda(cudaGetLastError(), "xxh3_64_cuda_many: contrib_many_kernel");
+  }
+  chain_many_kernel<<<static_cast<unsigned>((8 * count + 255) / 256), 256, 0, stream>>>(l.items, n, l.contrib,
+                                                                                        secret, init, l.acc);
+  check_cuda(cudaGetLastError(), "xxh3_64_cuda_many: chain_many_kernel");
+  if (l.stage_bytes) {
+    gather_many_kernel<<<n, 256, 0, stream>>>(l.items, l.stage);
+    check_cuda(cudaGetLastError(), "xxh3_64_cuda_many: gather_many_kernel");
+  }
+  std::vector<uint64_t> back(8 * count + (l.stage_bytes + 7) / 8);
+  check_cuda(cudaMemcpyAsync(back.data(), l.acc, 64 * count + l.stage_bytes, cudaMemcpyDeviceToHost, stream),
+             "xxh3_64_cuda_many: copy");
+  check_cuda(cudaStreamSynchronize(stream), "xxh3_64_cuda_many: synchronize");
+  const auto* staged = reinterpret_cast<const uint8_t*>(back.data() + 8 * count);
+  for (size_t i = 0; i < count; ++i) {
+    const Item& it = items[i];
+    if (lens[i] < kXxh3LongMinBytes) {
+      hashes[i] = XXH3_64bits(lens[i] ? staged + it.stage_at : nullptr, lens[i]);
+      continue;
+    }
+    std::memcpy(state.acc, back.data() + 8 * i, sizeof state.acc);
+    hashes[i] = xxh3_long_finish_tail(state, staged + it.stage_at, it.copy_from, lens[i]);
+  }
 }
 
 }  // namespace
+
+size_t xxh3_cuda_many_workspace_bytes(const uint64_t* lens, size_t count) {
+  const ManyLayout l = many_layout(lens, count, nullptr);
+  return many_bytes(l.total_blocks, count, l.stage_bytes);
+}
+
+size_t xxh3_cuda_many_workspace_capped(const uint64_t* lens, size_t count, size_t cap) {
+  const size_t all = xxh3_cuda_many_workspace_bytes(lens, count);
+  if (all <= cap) return all;
+  size_t largest = 0;
+  for (size_t i = 0; i < count; ++i) largest = std::max(largest, xxh3_cuda_many_workspace_bytes(lens + i, 1));
+  return std::max(cap, largest);
+}
+
+void xxh3_64_cuda_many(const void* const* data, const uint64_t* lens, size_t count, void* workspace,
+                       size_t workspace_bytes, cudaStream_t stream, uint64_t* hashes) {
+  for (size_t i = 0; i < count; ++i) {
+    if (lens[i] && !data[i])
+      throw std::invalid_argument("xxh3_64_cuda_many: input " + std::to_string(i) +
+                                  " is a null device pointer");
+    if (xxh3_cuda_many_workspace_bytes(lens + i, 1) > workspace_bytes)
+      throw std::invalid_argument("xxh3_64_cuda_many: input " + std::to_string(i) + " (" +
+                                  std::to_string(lens[i]) + " bytes) needs " +
+                                  std::to_string(xxh3_cuda_many_workspace_bytes(lens + i, 1)) +
+                                  " workspace bytes, the workspace holds " + std::to_string(workspace_bytes));
+  }
+  if (count && !workspace) throw std::invalid_argument("xxh3_64_cuda_many: null workspace");
+  // Greedy batches of consecutive inputs that fit the workspace; the count fits a launch's grid.
+  constexpr size_t kMaxBatch = size_t{1} << 24;
+  for (size_t i = 0; i < count;) {
+    uint64_t blocks = blocks_of(lens[i]), stage = staged_bytes(lens[i]);
+    size_t j = i + 1;
+    for (; j < count && j - i < kMaxBatch; ++j) {
+      const uint64_t b = blocks + blocks_of(lens[j]), st = stage + staged_bytes(lens[j]);
+      if (many_bytes(b, j + 1 - i, st) > workspace_bytes) break;
+      blocks = b, stage = st;
+    }
+    hash_batch(data + i, lens + i, j - i, static_cast<uint8_t*>(workspace), stream, hashes + i);
+    i = j;
+  }
+}
 
 size_t xxh3_cuda_workspace_bytes(uint64_t len) {
   const uint64_t blocks = len >= kXxh3LongMinBytes ? xxh3_long_block_bytes(len) / kXxh3BlockBytes : 0;

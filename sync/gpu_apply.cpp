@@ -112,9 +112,20 @@ void scatter(uint16_t* w, uint64_t n, const VarintForm& f, bool delta, uint16_t*
                      kc::apply_error_name(st.error) + " at " + std::to_string(st.at));
 }
 
-uint64_t device_hash(const uint16_t* p, uint64_t n, cudaStream_t s, ApplyScratch& scratch) {
-  const size_t ws_bytes = kc::xxh3_cuda_workspace_bytes(2 * n);
-  return kc::xxh3_64_cuda(p, 2 * n, scratch.hash_ws.get(ws_bytes), ws_bytes, s);
+/// XXH3-64 of weights[k] for each k in `which`, in batches of xxh3_64_cuda_many (kernels/xxh3_cuda.h).
+std::vector<uint64_t> device_hashes(const std::vector<DeviceMutableTensor>& weights,
+                                    const std::vector<size_t>& which, cudaStream_t s, ApplyScratch& scratch) {
+  std::vector<const void*> ptrs;
+  std::vector<uint64_t> lens, hashes(which.size());
+  for (size_t k : which) {
+    ptrs.push_back(weights[k].data);
+    lens.push_back(2 * static_cast<uint64_t>(numel(weights[k].shape)));
+  }
+  const size_t ws_bytes =
+      kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), kc::kXxh3CudaWorkspaceCap);
+  kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), lens.size(), scratch.hash_ws.get(ws_bytes), ws_bytes, s,
+                        hashes.data());
+  return hashes;
 }
 
 }  // namespace
@@ -148,23 +159,21 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
   });
 
   ApplyScratch scratch;
-  {  // the hash workspace of the largest tensor, once
-    uint64_t max_n = 0;
-    for (const auto& w : weights) max_n = std::max<uint64_t>(max_n, static_cast<uint64_t>(numel(w.shape)));
-    scratch.hash_ws.get(kc::xxh3_cuda_workspace_bytes(2 * max_n));
-  }
   const bool trusted = options.trusted_root.has_value();
   std::vector<uint64_t> current(weights.size(), 0);
-  for (size_t k = 0; k < info.tensors.size(); ++k) {
-    const auto& t = info.tensors[k];
-    if (!trusted || (t.changed == 0 && t.index_coding != kIndexDense)) {
-      const auto& w = weights[target_of[k]];
-      current[target_of[k]] = device_hash(w.data, static_cast<uint64_t>(numel(w.shape)), s, scratch);
+  {
+    std::vector<size_t> hashed;
+    for (size_t k = 0; k < info.tensors.size(); ++k) {
+      const auto& t = info.tensors[k];
+      if (!trusted || (t.changed == 0 && t.index_coding != kIndexDense)) hashed.push_back(target_of[k]);
     }
+    const std::vector<uint64_t> h = device_hashes(weights, hashed, s, scratch);
+    for (size_t i = 0; i < hashed.size(); ++i) current[hashed[i]] = h[i];
   }
   if (check_patch_roots(info, target_of, views, current, options.trusted_root)) return false;
 
-  // Apply tensor by tensor on the device, verify each target hash, roll back everything on any failure.
+  // Apply tensor by tensor on the device, then verify every target hash (one batch); roll back everything
+  // on any failure.
   std::vector<VarintForm> forms(info.tensors.size());
   // One undo area for the whole patch: tensor k's old values at undo_at[k] (2 bytes per stored change).
   std::vector<uint64_t> undo_at(info.tensors.size(), 0);
@@ -179,7 +188,7 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
   std::vector<bool> applied(info.tensors.size(), false);
   std::string failure;
   try {
-    for (size_t k = 0; k < info.tensors.size() && failure.empty(); ++k) {
+    for (size_t k = 0; k < info.tensors.size(); ++k) {
       const auto& t = info.tensors[k];
       if (t.changed == 0 && t.index_coding != kIndexDense) continue;
       auto& w = weights[target_of[k]];
@@ -189,9 +198,15 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
         throw std::logic_error("apply_patch_cuda: undo area of tensor '" + t.name + "' too small");
       scatter(w.data, n, forms[k], delta, undo.as<uint16_t>() + undo_at[k], t.name, s, scratch);
       applied[k] = true;
-      const uint64_t after = device_hash(w.data, n, s, scratch);
-      if (after != t.target_hash)
-        failure = "patch tensor '" + t.name + "': hash after apply " + hash_hex(after) +
+    }
+    std::vector<size_t> patched, written;  // patch tensor indices, and their weights
+    for (size_t k = 0; k < info.tensors.size(); ++k)
+      if (applied[k]) patched.push_back(k), written.push_back(target_of[k]);
+    const std::vector<uint64_t> after = device_hashes(weights, written, s, scratch);
+    for (size_t i = 0; i < patched.size() && failure.empty(); ++i) {
+      const auto& t = info.tensors[patched[i]];
+      if (after[i] != t.target_hash)
+        failure = "patch tensor '" + t.name + "': hash after apply " + hash_hex(after[i]) +
                   " differs from the target hash " + hash_hex(t.target_hash) + " (" + patch_versions(info) +
                   "); weights rolled back";
     }

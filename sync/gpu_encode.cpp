@@ -64,11 +64,33 @@ void down(std::vector<T>& v, const void* src, uint64_t count, cudaStream_t s) {
 }
 
 /// The device scan of one tensor, then encode_tensor_typed's coding choice on the host.
-void encode_one(const DeviceTensor& t, uint64_t n, bool delta, bool hash_base, int force_coding,
-                cudaStream_t s, DeviceBuffer& head, DeviceBuffer& tail, DeviceBuffer& lo, DeviceBuffer& hi,
-                DeviceBuffer& ws, size_t ws_bytes, HostTensor& out) {
-  uint16_t* target = t.master ? t.weights : const_cast<uint16_t*>(t.target);
-  if (hash_base) out.base_hash = kc::xxh3_64_cuda(t.weights, 2 * n, ws.p, ws_bytes, s);
+/// Where a tensor's target lies on the device: its weights themselves when the cast writes them from the
+/// masters in place.
+const uint16_t* target_of(const DeviceTensor& t) {
+  return t.master ? t.weights : t.target;
+}
+
+/// XXH3-64 of every tensor's `which` (base weights, or targets) in the patch's tensor order, in
+/// batches of xxh3_64_cuda_many.
+std::vector<uint64_t> device_hashes(const std::vector<DeviceTensor>& tensors,
+                                    const std::vector<size_t>& order, bool targets, cudaStream_t s) {
+  std::vector<const void*> ptrs;
+  std::vector<uint64_t> lens, hashes(order.size());
+  for (size_t o : order) {
+    ptrs.push_back(targets ? target_of(tensors[o]) : tensors[o].weights);
+    lens.push_back(2 * static_cast<uint64_t>(numel(tensors[o].shape)));
+  }
+  const size_t ws_bytes =
+      kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), kc::kXxh3CudaWorkspaceCap);
+  DeviceBuffer ws(ws_bytes);
+  kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), lens.size(), ws.p, ws_bytes, s, hashes.data());
+  return hashes;
+}
+
+void encode_one(const DeviceTensor& t, uint64_t n, bool delta, int force_coding, cudaStream_t s,
+                DeviceBuffer& head, DeviceBuffer& tail, DeviceBuffer& lo, DeviceBuffer& hi, DeviceBuffer& ws,
+                size_t ws_bytes, HostTensor& out) {
+  uint16_t* target = const_cast<uint16_t*>(target_of(t));
   kc::Emit16Totals totals;
   // With masters the cast writes the new version over the old one in place (each element is read before
   // it is written, by the same thread).
@@ -77,7 +99,6 @@ void encode_one(const DeviceTensor& t, uint64_t n, bool delta, bool hash_base, i
                             ws_bytes, &totals, s);
   cuda_check(cudaStreamSynchronize(s), "scan");
   const uint64_t k = totals.changed;
-  out.info.target_hash = kc::xxh3_64_cuda(target, 2 * n, ws.p, ws_bytes, s);
   std::vector<uint8_t> heads, tails;
   down(heads, head.p, k, s);
   down(tails, tail.p, totals.tail_bytes, s);
@@ -175,18 +196,28 @@ std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors,
 
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   const bool delta = options.values == ValueMode::Delta;
-  const size_t ws_bytes =
-      std::max(kc::emit16_cuda_workspace_bytes(max_n), kc::xxh3_cuda_workspace_bytes(2 * max_n));
-  DeviceBuffer head(max_n), tail(kc::emit16_cuda_tail_room(max_n)), lo(max_n), hi(max_n), ws(ws_bytes);
+  const size_t ws_bytes = kc::emit16_cuda_workspace_bytes(max_n);
   std::vector<HostTensor> encoded(order.size());
-  for (size_t o = 0; o < order.size(); ++o) {
-    const DeviceTensor& t = tensors[order[o]];
-    HostTensor& e = encoded[o];
-    e.info.name = t.name;
-    e.info.dtype = t.dtype;
-    e.info.shape = t.shape;
-    encode_one(t, static_cast<uint64_t>(numel(t.shape)), delta, hash_base, options.force_index_coding, s,
-               head, tail, lo, hi, ws, ws_bytes, e);
+  // The base before any scan: with masters the cast overwrites it in place.
+  if (hash_base) {
+    const std::vector<uint64_t> base = device_hashes(tensors, order, false, s);
+    for (size_t o = 0; o < order.size(); ++o) encoded[o].base_hash = base[o];
+  }
+  {
+    DeviceBuffer head(max_n), tail(kc::emit16_cuda_tail_room(max_n)), lo(max_n), hi(max_n), ws(ws_bytes);
+    for (size_t o = 0; o < order.size(); ++o) {
+      const DeviceTensor& t = tensors[order[o]];
+      HostTensor& e = encoded[o];
+      e.info.name = t.name;
+      e.info.dtype = t.dtype;
+      e.info.shape = t.shape;
+      encode_one(t, static_cast<uint64_t>(numel(t.shape)), delta, options.force_index_coding, s, head, tail,
+                 lo, hi, ws, ws_bytes, e);
+    }
+  }
+  {
+    const std::vector<uint64_t> target = device_hashes(tensors, order, true, s);
+    for (size_t o = 0; o < order.size(); ++o) encoded[o].info.target_hash = target[o];
   }
 
   // Groups, chunks and container exactly as sync/patch_encode.cpp lays them out.

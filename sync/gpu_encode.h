@@ -39,9 +39,10 @@ bool cuda_encode_available(std::string* why = nullptr);
 /// encode_patch (sync/patch.h) of the base held in tensors[i].weights against the target (the cast of
 /// tensors[i].master, or tensors[i].target), the same bytes for the same options: the base is hashed on
 /// the device unless options.known_base_root / known_base_tensor_hashes (in the order of `tensors`) say
-/// it. Queues everything on `stream` (nullptr = the default stream) and returns when the patch is built.
-/// Throws PatchError for another dtype, a missing pointer, repeated names, or when CUDA is not
-/// available (naming why); std::runtime_error for a CUDA failure. Not thread safe for the same tensors.
+/// it (before the scans, all tensors in batches of kernels/xxh3_cuda.h xxh3_64_cuda_many; the targets
+/// likewise after them). Queues everything on `stream` (nullptr = the default stream) and returns when the
+/// patch is built. Throws PatchError for another dtype, a missing pointer, repeated names, or when CUDA is
+/// not available (naming why); std::runtime_error for a CUDA failure. Not thread safe for the same tensors.
 std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors, const PatchOptions& options,
                                        CUstream_st* stream = nullptr);
 

@@ -203,6 +203,33 @@ nlohmann::json run_gpu_kernels_bench(const KernelsBenchOptions& o) {
     if (p == 0.07) {
       t = best_of(o.reps, [&] { got_hash = kc::xxh3_64_cuda(target.p, 2 * n, ws.p, ws_bytes, nullptr); });
       rows.push_back(kernel_row("xxh3_64 (bf16 tensor)", 0.0, t, 2.0 * n, copy_gbps, got_hash == want_hash));
+
+      // The same bytes as a model's tensors: kPieces consecutive pieces, hashed one call each (a stream
+      // synchronization per piece, the chains one after another) and in one xxh3_64_cuda_many batch.
+      constexpr size_t kPieces = 256;
+      std::vector<const void*> ptrs;
+      std::vector<uint64_t> lens, want_pieces, got_pieces(kPieces);
+      for (size_t i = 0; i < kPieces; ++i) {
+        const uint64_t a = n * i / kPieces, b = n * (i + 1) / kPieces;
+        ptrs.push_back(target.as<uint16_t>() + a);
+        lens.push_back(2 * (b - a));
+        want_pieces.push_back(XXH3_64bits(h_target.data() + a, 2 * (b - a)));
+      }
+      t = best_of(o.reps, [&] {
+        for (size_t i = 0; i < kPieces; ++i)
+          got_pieces[i] = kc::xxh3_64_cuda(ptrs[i], lens[i], ws.p, ws_bytes, nullptr);
+      });
+      rows.push_back(kernel_row("xxh3_64 (256 tensors, a call each)", 0.0, t, 2.0 * n, copy_gbps,
+                                got_pieces == want_pieces));
+      const size_t many_bytes = kc::xxh3_cuda_many_workspace_bytes(lens.data(), kPieces);
+      Dev many_ws(many_bytes);
+      std::fill(got_pieces.begin(), got_pieces.end(), 0);
+      t = best_of(o.reps, [&] {
+        kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), kPieces, many_ws.p, many_bytes, nullptr,
+                              got_pieces.data());
+      });
+      rows.push_back(kernel_row("xxh3_64_many (256 tensors, one batch)", 0.0, t, 2.0 * n, copy_gbps,
+                                got_pieces == want_pieces));
     }
   }
 

@@ -1,10 +1,13 @@
 // XXH3-64 of device memory (kernels/xxh3_cuda.h) equals libxxhash's XXH3_64bits on the same bytes, for
 // short inputs (host path), lengths around the 64-byte stripe and 1024-byte block edges, a multi-MB
-// input and misaligned device pointers. Without a GPU each case WARNs and returns.
+// input and misaligned device pointers; xxh3_64_cuda_many on a batch of such inputs, in one batch and in
+// several. Without a GPU each device case WARNs and returns; the host-side refusals run everywhere.
 #include <xxhash.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/xxh3_cuda.h"
@@ -32,4 +35,77 @@ TEST_CASE("cuda xxh3: equals XXH3_64bits at every length class and alignment", "
       REQUIRE(got == XXH3_64bits(data.data() + off, len));
     }
   }
+}
+
+TEST_CASE("cuda xxh3 many: a batch of inputs equals XXH3_64bits of each, in one batch or many",
+          "[cuda][xxh3]") {
+  PULSE_REQUIRE_GPU_OR_SKIP();
+  namespace kc = pulse::kernels::cuda;
+  std::mt19937_64 rng(11);
+  std::vector<uint8_t> data(6'000'017);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  DeviceBuffer d(data.size());
+  to_device(d.get<uint8_t>(), data);
+  // Every length class of the single-input test, at several offsets, interleaved so that inputs without
+  // blocks (short ones, and 241..1024 bytes) sit between inputs with blocks.
+  std::vector<uint64_t> lens, offs;
+  uint64_t at = 0;
+  for (uint64_t len : {1000003ull, 0ull, 1ull, 2049ull, 240ull, 241ull, 65536ull, 1024ull, 1025ull, 16ull,
+                       1087ull, 1088ull, 1089ull, 2048ull, 1023ull, 256ull, 3000001ull}) {
+    for (uint64_t misalign : {0ull, 3ull}) {
+      if (at + misalign + len > data.size()) continue;
+      offs.push_back(at + misalign);
+      lens.push_back(len);
+      at += misalign + len;
+    }
+  }
+  std::vector<const void*> ptrs;
+  for (uint64_t off : offs) ptrs.push_back(d.get<uint8_t>() + off);
+  std::vector<uint64_t> want;
+  for (size_t i = 0; i < lens.size(); ++i) want.push_back(XXH3_64bits(data.data() + offs[i], lens[i]));
+
+  for (const bool one_batch : {true, false}) {
+    INFO((one_batch ? "one batch" : "several batches"));
+    // cap 1: the workspace of the largest input alone, so the inputs go in several batches.
+    const size_t all = kc::xxh3_cuda_many_workspace_bytes(lens.data(), lens.size());
+    const size_t ws_bytes =
+        one_batch ? all : kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), 1);
+    if (!one_batch) REQUIRE(ws_bytes < all);
+    DeviceBuffer ws(ws_bytes);
+    std::vector<uint64_t> got(lens.size(), 0);
+    kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), lens.size(), ws.get(), ws_bytes, nullptr, got.data());
+    for (size_t i = 0; i < lens.size(); ++i) {
+      INFO("input " << i << ": " << lens[i] << " bytes at offset " << offs[i]);
+      REQUIRE(got[i] == want[i]);
+    }
+  }
+}
+
+TEST_CASE("cuda xxh3 many: workspace sizes, and refusals before any device work", "[cuda][xxh3]") {
+  // Host-side checks only: they run without a GPU as well.
+  namespace kc = pulse::kernels::cuda;
+  const std::vector<uint64_t> lens = {5'000'000, 100, 0, 2'000'000};
+  const size_t all = kc::xxh3_cuda_many_workspace_bytes(lens.data(), lens.size());
+  size_t largest = 0;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    const size_t one = kc::xxh3_cuda_many_workspace_bytes(&lens[i], 1);
+    REQUIRE(one <= all);
+    largest = std::max(largest, one);
+  }
+  // 64 bytes of contributions per 1 KiB block: the largest input alone needs at least 5e6 / 16 bytes.
+  REQUIRE(largest >= 5'000'000 / 16);
+  REQUIRE(kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), all) == all);
+  REQUIRE(kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), 1) == largest);
+  REQUIRE(kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), largest + 1) == largest + 1);
+
+  uint8_t host_byte = 0;  // never dereferenced: the calls refuse first
+  std::vector<const void*> ptrs(lens.size(), &host_byte);
+  std::vector<uint64_t> out(lens.size());
+  CHECK_THROWS_AS(kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), lens.size(), &host_byte, largest - 1,
+                                        nullptr, out.data()),
+                  std::invalid_argument);
+  ptrs[3] = nullptr;
+  CHECK_THROWS_WITH(
+      kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), lens.size(), &host_byte, all, nullptr, out.data()),
+      Catch::Contains("input 3 is a null device pointer"));
 }
