@@ -1,6 +1,6 @@
 // Batched next-token sampling with a counter-based RNG per request, shared by generate() and tests.
 #pragma once
-#include <ATen/core/Tensor.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>

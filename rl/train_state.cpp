@@ -3,6 +3,7 @@
 #include "rl/train_state.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Functions.h>
 
 #include <cstring>
 #include <filesystem>

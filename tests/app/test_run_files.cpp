@@ -1,6 +1,8 @@
 // Run directory files: metrics log (torn last line, truncation for resume), summary keys, report.html.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 

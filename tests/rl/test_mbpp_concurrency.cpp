@@ -1,6 +1,9 @@
 // MBPP sandbox under concurrency: several threads each running grade_batch (itself parallel) at once,
 // as `pulse run` does with more than one in-process inference worker. Every verdict must still be
 // right and the whole thing must finish: a hang fails the test through a watchdog instead of blocking.
+// LibTorch before Catch2: c10/glog define a CHECK macro that Catch2's must replace (as with the PCH).
+#include <torch/torch.h>
+
 #include <catch2/catch.hpp>
 
 #include <atomic>

@@ -1,5 +1,10 @@
 // MasterAdam, LR schedules, the BF16 cast and training-state round trips.
+// LibTorch before Catch2: c10/glog define a CHECK macro that Catch2's must replace (as with the PCH).
+#include <torch/torch.h>
+
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
