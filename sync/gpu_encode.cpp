@@ -70,19 +70,23 @@ const uint16_t* target_of(const DeviceTensor& t) {
   return t.master ? t.weights : t.target;
 }
 
-/// XXH3-64 of every tensor's `which` (base weights, or targets) in the patch's tensor order, in
-/// batches of xxh3_64_cuda_many.
+/// Device bytes of every tensor in the patch's tensor order.
+std::vector<uint64_t> tensor_bytes(const std::vector<DeviceTensor>& tensors,
+                                   const std::vector<size_t>& order) {
+  std::vector<uint64_t> lens;
+  for (size_t o : order) lens.push_back(2 * static_cast<uint64_t>(numel(tensors[o].shape)));
+  return lens;
+}
+
+/// XXH3-64 of every tensor's base weights, or of its targets, in the patch's tensor order, in batches of
+/// xxh3_64_cuda_many that fit `ws`.
 std::vector<uint64_t> device_hashes(const std::vector<DeviceTensor>& tensors,
-                                    const std::vector<size_t>& order, bool targets, cudaStream_t s) {
+                                    const std::vector<size_t>& order, bool targets, DeviceBuffer& ws,
+                                    size_t ws_bytes, cudaStream_t s) {
   std::vector<const void*> ptrs;
-  std::vector<uint64_t> lens, hashes(order.size());
-  for (size_t o : order) {
-    ptrs.push_back(targets ? target_of(tensors[o]) : tensors[o].weights);
-    lens.push_back(2 * static_cast<uint64_t>(numel(tensors[o].shape)));
-  }
-  const size_t ws_bytes =
-      kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), kc::kXxh3CudaWorkspaceCap);
-  DeviceBuffer ws(ws_bytes);
+  for (size_t o : order) ptrs.push_back(targets ? target_of(tensors[o]) : tensors[o].weights);
+  const std::vector<uint64_t> lens = tensor_bytes(tensors, order);
+  std::vector<uint64_t> hashes(order.size());
   kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), lens.size(), ws.p, ws_bytes, s, hashes.data());
   return hashes;
 }
@@ -198,9 +202,13 @@ std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors,
   const bool delta = options.values == ValueMode::Delta;
   const size_t ws_bytes = kc::emit16_cuda_workspace_bytes(max_n);
   std::vector<HostTensor> encoded(order.size());
+  const std::vector<uint64_t> lens = tensor_bytes(tensors, order);
+  const size_t hash_ws_bytes =
+      kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), kc::kXxh3CudaWorkspaceCap);
+  DeviceBuffer hash_ws(hash_ws_bytes);
   // The base before any scan: with masters the cast overwrites it in place.
   if (hash_base) {
-    const std::vector<uint64_t> base = device_hashes(tensors, order, false, s);
+    const std::vector<uint64_t> base = device_hashes(tensors, order, false, hash_ws, hash_ws_bytes, s);
     for (size_t o = 0; o < order.size(); ++o) encoded[o].base_hash = base[o];
   }
   {
@@ -216,7 +224,7 @@ std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors,
     }
   }
   {
-    const std::vector<uint64_t> target = device_hashes(tensors, order, true, s);
+    const std::vector<uint64_t> target = device_hashes(tensors, order, true, hash_ws, hash_ws_bytes, s);
     for (size_t o = 0; o < order.size(); ++o) encoded[o].info.target_hash = target[o];
   }
 
