@@ -12,6 +12,7 @@
 
 #include "sync/atomic_file.h"
 #include "sync/safetensors.h"
+#include "sync/tensor_view.h"
 
 namespace pulse::model {
 namespace {
@@ -30,14 +31,6 @@ torch::Dtype torch_dtype_of(sync::DType d, const std::string& path, const std::s
       throw std::runtime_error(path + ": tensor \"" + name + "\" has dtype " +
                                std::string(sync::dtype_name(d)) + ", expected a floating type");
   }
-}
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  os << "]";
-  return os.str();
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -85,7 +78,7 @@ void load_hf_weights(TransformerImpl& model, const std::string& path) {
     }
     auto want = p.value().sizes().vec();
     if (tv->shape != want) {
-      bad_shape.push_back(p.key() + " " + shape_str(tv->shape) + " (expected " + shape_str(want) + ")");
+      bad_shape.push_back(p.key() + " " + sync::shape_string(tv->shape) + " (expected " + sync::shape_string(want) + ")");
       continue;
     }
     // Copy out of the mmap first: safetensors data may sit at an unaligned offset.
