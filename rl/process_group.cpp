@@ -179,7 +179,9 @@ struct TrainerGroup::Impl {
   std::atomic<bool> hb_store_failed{false};
   double hb_interval_s = 1;
 
-  static std::string hb_key(int r) { return "pulse/heartbeat/" + std::to_string(r); }
+  static std::string hb_key(int r) {
+    return "pulse/heartbeat/" + std::to_string(r);
+  }
 
   void start_heartbeat() {
     hb_interval_s = std::clamp(opt.timeout_s / 10, 0.1, 1.0);
@@ -336,18 +338,31 @@ TrainerGroup::TrainerGroup(const GroupOptions& options) : impl_(std::make_unique
   const auto t0 = Clock::now();
   std::string stage = o.rank == 0 ? "hosting the TCPStore and waiting for every rank to join"
                                   : "connecting to rank 0's TCPStore and waiting for every rank to join";
+  std::vector<int> missing;  // ranks that had not joined the store when the rendezvous timed out
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(o.master_port);
     so.isServer = o.rank == 0;
     so.numWorkers = static_cast<size_t>(o.world_size);
-    so.waitWorkers = true;
+    // Not TCPStore's own wait for the workers: it cannot say who is missing (and LibTorch 1.13's server
+    // returns from it after the timeout without an error). Each rank sets a key of its own instead and
+    // waits for everyone's, so that a timeout names the ranks that never joined.
+    so.waitWorkers = false;
     so.timeout = to_ms(o.timeout_s);
     impl_->store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
-    // LibTorch 1.13's server returns from its wait for the other ranks after the timeout without an
-    // error; without this check the Gloo connect below would wait a second timeout (2x in all).
-    if (o.rank == 0 && seconds_since(t0) >= o.timeout_s)
-      throw std::runtime_error("timed out: not every rank joined the TCPStore");
+    const auto joined_key = [](int r) { return "pulse/joined/" + std::to_string(r); };
+    impl_->store->set(joined_key(o.rank), std::vector<uint8_t>{1});
+    std::vector<std::string> keys;
+    for (int r = 0; r < o.world_size; ++r) keys.push_back(joined_key(r));
+    while (!impl_->store->check(keys)) {
+      if (seconds_since(t0) >= o.timeout_s) {
+        for (int r = 0; r < o.world_size; ++r)
+          if (!impl_->store->check({joined_key(r)})) missing.push_back(r);
+        throw std::runtime_error("timed out: " + std::string(missing.size() == 1 ? "rank " : "ranks ") +
+                                 join_ranks(missing) + " never joined");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     stage = "connecting the Gloo mesh (every rank must join)";
     auto gloo = c10d::ProcessGroupGloo::Options::create(to_ms(o.timeout_s));
     if (is_loopback(o.master_addr)) {
@@ -377,7 +392,7 @@ TrainerGroup::TrainerGroup(const GroupOptions& options) : impl_(std::make_unique
                          " ranks at " + o.master_addr + ":" + std::to_string(o.master_port) +
                          " failed after " + format_seconds(seconds_since(t0)) + " s (timeout " +
                          format_seconds(o.timeout_s) + " s) while " + stage + ": " + error_text(e),
-                     o.rank, "rendezvous", -1,
+                     o.rank, "rendezvous", missing.size() == 1 ? missing[0] : -1,
                      lower(error_text(e)).find("timeout") != std::string::npos ||
                          lower(error_text(e)).find("timed out") != std::string::npos);
   }

@@ -300,20 +300,34 @@ TEST_CASE("TrainerGroup: when rank 0 (the store host) dies, rank 1 names it", "[
   }
 }
 
-TEST_CASE("TrainerGroup: a rendezvous nobody joins fails after the timeout", "[process_group]") {
-  const int port = pulse::app::free_tcp_port("127.0.0.1");
-  const auto t0 = Clock::now();
-  try {
-    TrainerGroup g(two_ranks(0, port, 2));
-    FAIL("rendezvous without the other rank returned");
-  } catch (const GroupError& e) {
-    INFO(e.what());
-    // One timeout, not one for the store and another for the Gloo connect.
-    CHECK(since(t0) >= 2 - 0.1);
-    CHECK(since(t0) < 2 + 1.5);
-    CHECK_THAT(e.what(), Catch::Contains("waiting for every rank to join"));
-    CHECK(e.op() == "rendezvous");
-    CHECK_THAT(e.what(),
-               Catch::StartsWith("rank 0: rendezvous of 2 ranks at 127.0.0.1:" + std::to_string(port)));
+TEST_CASE("TrainerGroup: a rendezvous nobody joins fails after the timeout, naming who is missing",
+          "[process_group]") {
+  for (const int world : {2, 3}) {
+    INFO("world size " << world);
+    const int port = pulse::app::free_tcp_port("127.0.0.1");
+    GroupOptions o = two_ranks(0, port, 2);
+    o.world_size = world;
+    const auto t0 = Clock::now();
+    try {
+      TrainerGroup g(o);
+      FAIL("rendezvous without the other ranks returned");
+    } catch (const GroupError& e) {
+      INFO(e.what());
+      // One timeout, not one for the store and another for the Gloo connect.
+      CHECK(since(t0) >= 2 - 0.1);
+      CHECK(since(t0) < 2 + 1.5);
+      CHECK_THAT(e.what(), Catch::Contains("waiting for every rank to join"));
+      CHECK(e.op() == "rendezvous");
+      CHECK(e.timed_out());
+      CHECK_THAT(e.what(), Catch::StartsWith("rank 0: rendezvous of " + std::to_string(world) +
+                                             " ranks at 127.0.0.1:" + std::to_string(port)));
+      if (world == 2) {
+        CHECK_THAT(e.what(), Catch::Contains("timed out: rank 1 never joined"));
+        CHECK(e.peer_rank() == 1);
+      } else {
+        CHECK_THAT(e.what(), Catch::Contains("timed out: ranks 1, 2 never joined"));
+        CHECK(e.peer_rank() == -1);
+      }
+    }
   }
 }
