@@ -162,6 +162,22 @@ __global__ void gather_many_kernel(const Item* items, uint8_t* stage) {
     stage[it.stage_at + i] = it.data[it.copy_from + i];
 }
 
+/// XXH3's default secret, as the kernels take it (by value).
+Secret device_secret() {
+  Secret secret;
+  std::memcpy(secret.w, xxh3_default_secret(), sizeof secret.w);
+  return secret;
+}
+
+/// XXH3's initial accumulators (XXH3_INIT_ACC), as the kernels take them.
+Init device_init() {
+  Xxh3LongState state;
+  xxh3_long_init(state);
+  Init init;
+  std::memcpy(init.acc, state.acc, sizeof init.acc);
+  return init;
+}
+
 /// Where a batch's parts lie in its workspace; with base == nullptr only `used` (its size) is meaningful.
 struct ManyLayout {
   uint64_t* contrib = nullptr;
@@ -223,12 +239,9 @@ void hash_batch(const void* const* data, const uint64_t* lens, size_t count, uin
     first += it.blocks;
     at += it.copy_bytes;
   }
-  Secret secret;
-  std::memcpy(secret.w, xxh3_default_secret(), sizeof secret.w);
-  Xxh3LongState state;
-  xxh3_long_init(state);
-  Init init;
-  std::memcpy(init.acc, state.acc, sizeof init.acc);
+  const Secret secret = device_secret();
+  const Init init = device_init();
+  Xxh3LongState state;  // its acc is overwritten with the device's before the finish
   check_cuda(cudaMemcpyAsync(l.items, items.data(), count * sizeof(Item), cudaMemcpyHostToDevice, stream),
              "xxh3_64_cuda_many: copy");
   const auto n = static_cast<uint32_t>(count);
@@ -331,12 +344,9 @@ uint64_t xxh3_64_cuda(const void* data, uint64_t len, void* workspace, size_t wo
   Carver c{static_cast<uint8_t*>(workspace)};
   uint64_t* contrib = c.take<uint64_t>(blocks * 8);
   uint64_t* acc = c.take<uint64_t>(8);
-  Secret secret;
-  std::memcpy(secret.w, xxh3_default_secret(), sizeof secret.w);
-  Xxh3LongState state;
-  xxh3_long_init(state);
-  Init init;
-  std::memcpy(init.acc, state.acc, sizeof init.acc);
+  const Secret secret = device_secret();
+  const Init init = device_init();
+  Xxh3LongState state;  // its acc is overwritten with the device's before the finish
   const bool aligned = (reinterpret_cast<uintptr_t>(bytes) & 7u) == 0;
   if (blocks) {
     const uint64_t threads = blocks * 8;
