@@ -15,6 +15,14 @@
 namespace pulse::kernels::cuda {
 namespace {
 
+// `#pragma unroll` in the functions compiled for both sides: the device pass only (the host compiler
+// does not know the pragma).
+#ifdef __CUDA_ARCH__
+#define PULSE_UNROLL _Pragma("unroll")
+#else
+#define PULSE_UNROLL
+#endif
+
 /// XXH3's default secret as 24 little-endian u64 words (every key the device needs is word-aligned:
 /// stripe s, lane i uses word s + i; the scramble uses words 16 + i).
 struct Secret {
@@ -26,20 +34,20 @@ struct Init {
   uint64_t acc[8];
 };
 
-__device__ __forceinline__ uint64_t load64(const uint8_t* p, bool aligned) {
+__host__ __device__ __forceinline__ uint64_t load64(const uint8_t* p, bool aligned) {
   if (aligned) return *reinterpret_cast<const uint64_t*>(p);
   uint64_t v = 0;
-#pragma unroll
+  PULSE_UNROLL
   for (int b = 0; b < 8; ++b) v |= static_cast<uint64_t>(p[b]) << (8 * b);
   return v;
 }
 
 /// What the 1024-byte `block` adds to accumulator `lane` over its 16 stripes (XXH3_accumulate_512:
 /// acc[i ^ 1] += data[i]; acc[i] += lo32(data[i] ^ key[i]) * hi32(data[i] ^ key[i])).
-__device__ __forceinline__ uint64_t block_contrib(const uint8_t* block, int lane, bool aligned,
-                                                  const Secret& secret) {
+__host__ __device__ __forceinline__ uint64_t block_contrib(const uint8_t* block, int lane, bool aligned,
+                                                           const Secret& secret) {
   uint64_t c = 0;
-#pragma unroll
+  PULSE_UNROLL
   for (int s = 0; s < 16; ++s) {
     const uint64_t d = load64(block + 64 * s + 8 * lane, aligned);
     const uint64_t swapped = load64(block + 64 * s + 8 * (lane ^ 1), aligned);
@@ -60,8 +68,8 @@ __global__ void __launch_bounds__(256)
 
 /// The sequential part of one lane: acc = scramble(acc + contrib[8 b + lane]) for every block b, from
 /// `acc` (the lane's initial accumulator); returns the last.
-__device__ __forceinline__ uint64_t chain(const uint64_t* contrib, uint64_t blocks, int lane, uint64_t acc,
-                                          uint64_t key) {
+__host__ __device__ __forceinline__ uint64_t chain(const uint64_t* contrib, uint64_t blocks, int lane,
+                                                   uint64_t acc, uint64_t key) {
   constexpr uint64_t kPrime32_1 = 0x9E3779B1u;
   // The chain is bound by the latency of its contrib loads, not by its few integer operations: batches
   // of kBatch blocks, the next batch's loads issued before the current batch is scrambled (double
@@ -70,22 +78,22 @@ __device__ __forceinline__ uint64_t chain(const uint64_t* contrib, uint64_t bloc
   uint64_t cur[kBatch], next[kBatch];
   uint64_t b = 0;
   if (blocks >= kBatch) {
-#pragma unroll
+    PULSE_UNROLL
     for (int k = 0; k < kBatch; ++k) cur[k] = contrib[static_cast<uint64_t>(k) * 8 + lane];
   }
   for (; b + kBatch <= blocks; b += kBatch) {
     const bool more = b + 2 * kBatch <= blocks;
     if (more) {
-#pragma unroll
+      PULSE_UNROLL
       for (int k = 0; k < kBatch; ++k) next[k] = contrib[(b + kBatch + k) * 8 + lane];
     }
-#pragma unroll
+    PULSE_UNROLL
     for (int k = 0; k < kBatch; ++k) {
       acc += cur[k];
       acc = ((acc ^ (acc >> 47)) ^ key) * kPrime32_1;
     }
     if (more) {
-#pragma unroll
+      PULSE_UNROLL
       for (int k = 0; k < kBatch; ++k) cur[k] = next[k];
     }
   }
@@ -119,7 +127,7 @@ struct Item {
 /// The item that holds global block b < total blocks: the last one whose first_block <= b (an item
 /// without blocks shares its first_block with the next, so the last of such a run is the one with
 /// blocks).
-__device__ __forceinline__ uint32_t item_of(const Item* items, uint32_t count, uint64_t b) {
+__host__ __device__ __forceinline__ uint32_t item_of(const Item* items, uint32_t count, uint64_t b) {
   uint32_t lo = 0, hi = count;  // invariant: items[lo].first_block <= b < items[hi].first_block
   while (hi - lo > 1) {
     const uint32_t mid = (lo + hi) / 2;
@@ -221,10 +229,8 @@ ManyLayout many_layout(const uint64_t* lens, size_t count, uint8_t* base) {
   return l;
 }
 
-/// One batch of xxh3_64_cuda_many (its workspace fits, checked by the caller).
-void hash_batch(const void* const* data, const uint64_t* lens, size_t count, uint8_t* workspace,
-                cudaStream_t stream, uint64_t* hashes) {
-  const ManyLayout l = many_layout(lens, count, workspace);
+/// The items of one batch (device pointers as given), in input order.
+std::vector<Item> plan_items(const void* const* data, const uint64_t* lens, size_t count) {
   std::vector<Item> items(count);
   uint64_t first = 0, at = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -239,9 +245,31 @@ void hash_batch(const void* const* data, const uint64_t* lens, size_t count, uin
     first += it.blocks;
     at += it.copy_bytes;
   }
+  return items;
+}
+
+/// The host's part of a batch: each hash from its accumulators (8 per input) and its staged bytes.
+void finish_items(const std::vector<Item>& items, const uint64_t* lens, const uint64_t* acc,
+                  const uint8_t* staged, uint64_t* hashes) {
+  Xxh3LongState state;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    if (lens[i] < kXxh3LongMinBytes) {
+      hashes[i] = XXH3_64bits(lens[i] ? staged + it.stage_at : nullptr, lens[i]);
+      continue;
+    }
+    std::memcpy(state.acc, acc + 8 * i, sizeof state.acc);
+    hashes[i] = xxh3_long_finish_tail(state, staged + it.stage_at, it.copy_from, lens[i]);
+  }
+}
+
+/// One batch of xxh3_64_cuda_many (its workspace fits, checked by the caller).
+void hash_batch(const void* const* data, const uint64_t* lens, size_t count, uint8_t* workspace,
+                cudaStream_t stream, uint64_t* hashes) {
+  const ManyLayout l = many_layout(lens, count, workspace);
+  const std::vector<Item> items = plan_items(data, lens, count);
   const Secret secret = device_secret();
   const Init init = device_init();
-  Xxh3LongState state;  // its acc is overwritten with the device's before the finish
   check_cuda(cudaMemcpyAsync(l.items, items.data(), count * sizeof(Item), cudaMemcpyHostToDevice, stream),
              "xxh3_64_cuda_many: copy");
   const auto n = static_cast<uint32_t>(count);
@@ -262,16 +290,7 @@ void hash_batch(const void* const* data, const uint64_t* lens, size_t count, uin
   check_cuda(cudaMemcpyAsync(back.data(), l.acc, 64 * count + l.stage_bytes, cudaMemcpyDeviceToHost, stream),
              "xxh3_64_cuda_many: copy");
   check_cuda(cudaStreamSynchronize(stream), "xxh3_64_cuda_many: synchronize");
-  const auto* staged = reinterpret_cast<const uint8_t*>(back.data() + 8 * count);
-  for (size_t i = 0; i < count; ++i) {
-    const Item& it = items[i];
-    if (lens[i] < kXxh3LongMinBytes) {
-      hashes[i] = XXH3_64bits(lens[i] ? staged + it.stage_at : nullptr, lens[i]);
-      continue;
-    }
-    std::memcpy(state.acc, back.data() + 8 * i, sizeof state.acc);
-    hashes[i] = xxh3_long_finish_tail(state, staged + it.stage_at, it.copy_from, lens[i]);
-  }
+  finish_items(items, lens, back.data(), reinterpret_cast<const uint8_t*>(back.data() + 8 * count), hashes);
 }
 
 }  // namespace
@@ -287,6 +306,37 @@ size_t xxh3_cuda_many_workspace_capped(const uint64_t* lens, size_t count, size_
   size_t largest = 0;
   for (size_t i = 0; i < count; ++i) largest = std::max(largest, xxh3_cuda_many_workspace_bytes(lens + i, 1));
   return std::max(cap, largest);
+}
+
+void xxh3_64_many_host_emulation(const void* const* data, const uint64_t* lens, size_t count,
+                                 uint64_t* hashes) {
+  for (size_t i = 0; i < count; ++i)
+    if (lens[i] && !data[i])
+      throw std::invalid_argument("xxh3_64_many_host_emulation: input " + std::to_string(i) +
+                                  " is a null pointer");
+  const ManyLayout l = many_layout(lens, count, nullptr);
+  const std::vector<Item> items = plan_items(data, lens, count);
+  const Secret secret = device_secret();
+  const Init init = device_init();
+  const auto n = static_cast<uint32_t>(count);
+  // contrib_many_kernel, chain_many_kernel and gather_many_kernel, thread by thread.
+  std::vector<uint64_t> contrib(8 * l.total_blocks), acc(8 * count);
+  for (uint64_t gid = 0; gid < 8 * l.total_blocks; ++gid) {
+    const uint64_t b = gid >> 3;
+    const Item& it = items[item_of(items.data(), n, b)];
+    contrib[gid] = block_contrib(it.data + (b - it.first_block) * 1024, static_cast<int>(gid & 7),
+                                 it.aligned != 0, secret);
+  }
+  for (uint64_t gid = 0; gid < 8 * count; ++gid) {
+    const Item& it = items[gid >> 3];
+    const int lane = static_cast<int>(gid & 7);
+    acc[gid] =
+        chain(contrib.data() + 8 * it.first_block, it.blocks, lane, init.acc[lane], secret.w[16 + lane]);
+  }
+  std::vector<uint8_t> stage(l.stage_bytes);
+  for (const Item& it : items)
+    if (it.copy_bytes) std::memcpy(stage.data() + it.stage_at, it.data + it.copy_from, it.copy_bytes);
+  finish_items(items, lens, acc.data(), stage.data(), hashes);
 }
 
 void xxh3_64_cuda_many(const void* const* data, const uint64_t* lens, size_t count, void* workspace,

@@ -54,4 +54,12 @@ size_t xxh3_cuda_many_workspace_capped(const uint64_t* lens, size_t count, size_
 void xxh3_64_cuda_many(const void* const* data, const uint64_t* lens, size_t count, void* workspace,
                        size_t workspace_bytes, cudaStream_t stream, uint64_t* hashes);
 
+/// The batch algorithm of xxh3_64_cuda_many run on the host, on host memory: the same item table, the
+/// same block-to-input lookup, per-block contributions and chains (the device functions, compiled for the
+/// host too), the same staged bytes and finish, thread by thread in a loop. Slow; for tests on machines
+/// without a GPU (the device launches and copies themselves are not exercised). Throws
+/// std::invalid_argument for a null pointer with lens[i] > 0. Reentrant.
+void xxh3_64_many_host_emulation(const void* const* data, const uint64_t* lens, size_t count,
+                                 uint64_t* hashes);
+
 }  // namespace pulse::kernels::cuda

@@ -109,3 +109,39 @@ TEST_CASE("cuda xxh3 many: workspace sizes, and refusals before any device work"
       kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), lens.size(), &host_byte, all, nullptr, out.data()),
       Catch::Contains("input 3 is a null device pointer"));
 }
+
+TEST_CASE("cuda xxh3 many: the batch algorithm emulated on the host equals XXH3_64bits", "[cuda][xxh3]") {
+  // No GPU needed: xxh3_64_many_host_emulation runs the batch's item table, block lookup, contributions,
+  // chains (the device functions compiled for the host) and finish on host memory.
+  std::mt19937_64 rng(12);
+  std::vector<uint8_t> data(3'000'000);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  std::vector<uint64_t> lens, offs;
+  uint64_t at = 0;
+  // Block counts around the chain's batches of 32 (31, 32, 33, 64, 65 blocks), inputs without blocks
+  // between inputs with blocks, empty inputs first, last and in the middle.
+  for (uint64_t len :
+       {0ull, 1000003ull, 240ull, 0ull, 241ull, 32ull * 1024, 32ull * 1024 + 1, 33ull * 1024 + 1, 1024ull,
+        1025ull, 64ull * 1024 + 1, 65ull * 1024 + 1, 16ull, 1088ull, 1089ull, 0ull}) {
+    for (uint64_t misalign : {0ull, 5ull}) {
+      if (at + misalign + len > data.size()) continue;
+      offs.push_back(at + misalign);
+      lens.push_back(len);
+      at += misalign + len;
+    }
+  }
+  std::vector<const void*> ptrs;
+  for (uint64_t off : offs) ptrs.push_back(data.data() + off);
+  std::vector<uint64_t> got(lens.size(), 0);
+  pulse::kernels::cuda::xxh3_64_many_host_emulation(ptrs.data(), lens.data(), lens.size(), got.data());
+  for (size_t i = 0; i < lens.size(); ++i) {
+    INFO("input " << i << ": " << lens[i] << " bytes at offset " << offs[i]);
+    REQUIRE(got[i] == XXH3_64bits(data.data() + offs[i], lens[i]));
+  }
+  const size_t first_nonempty = static_cast<size_t>(
+      std::find_if(lens.begin(), lens.end(), [](uint64_t len) { return len > 0; }) - lens.begin());
+  ptrs[first_nonempty] = nullptr;
+  CHECK_THROWS_AS(
+      pulse::kernels::cuda::xxh3_64_many_host_emulation(ptrs.data(), lens.data(), lens.size(), got.data()),
+      std::invalid_argument);
+}
