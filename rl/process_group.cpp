@@ -41,6 +41,10 @@ std::chrono::milliseconds to_ms(double s) {
 
 std::string format_seconds(double s) {
   std::ostringstream o;
+  if (s >= 100) {  // whole seconds: precision 3 would print 1800 as 1.8e+03
+    o << static_cast<long long>(s + 0.5);
+    return o.str();
+  }
   o.precision(s < 10 ? 2 : 3);
   o << s;
   return o.str();
@@ -351,18 +355,40 @@ TrainerGroup::TrainerGroup(const GroupOptions& options) : impl_(std::make_unique
     so.timeout = to_ms(o.timeout_s);
     impl_->store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
     const auto joined_key = [](int r) { return "pulse/joined/" + std::to_string(r); };
+    // Rank 0's verdict when it gives up: the other ranks (whose clocks started later) read it before its
+    // store closes, so that they too name the missing ranks instead of reporting a broken connection.
+    const std::string gave_up_key = "pulse/rendezvous-failed";
     impl_->store->set(joined_key(o.rank), std::vector<uint8_t>{1});
     std::vector<std::string> keys;
     for (int r = 0; r < o.world_size; ++r) keys.push_back(joined_key(r));
-    while (!impl_->store->check(keys)) {
-      if (seconds_since(t0) >= o.timeout_s) {
-        for (int r = 0; r < o.world_size; ++r)
-          if (!impl_->store->check({joined_key(r)})) missing.push_back(r);
-        throw std::runtime_error("timed out: " + std::string(missing.size() == 1 ? "rank " : "ranks ") +
-                                 join_ranks(missing) + " never joined");
+    std::string verdict;  // why this rank gives up, when it does
+    try {
+      while (!impl_->store->check(keys)) {
+        if (o.rank != 0 && impl_->store->check({gave_up_key})) {
+          const std::vector<uint8_t> why = impl_->store->get(gave_up_key);
+          verdict = "rank 0 gave up: " + std::string(why.begin(), why.end());
+          break;
+        }
+        if (seconds_since(t0) >= o.timeout_s) {
+          for (int r = 0; r < o.world_size; ++r)
+            if (!impl_->store->check({joined_key(r)})) missing.push_back(r);
+          verdict = "timed out: " + std::string(missing.size() == 1 ? "rank " : "ranks ") +
+                    join_ranks(missing) + " never joined";
+          if (o.rank == 0) {
+            impl_->store->set(gave_up_key, std::vector<uint8_t>(verdict.begin(), verdict.end()));
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // 10 polls of the others
+          }
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } catch (const std::exception& e) {  // the store's connection failed
+      if (o.rank == 0) throw;
+      throw std::runtime_error(
+          "lost rank 0's TCPStore while waiting for the other ranks (rank 0 gave up or exited): " +
+          error_text(e));
     }
+    if (!verdict.empty()) throw std::runtime_error(verdict);
     stage = "connecting the Gloo mesh (every rank must join)";
     auto gloo = c10d::ProcessGroupGloo::Options::create(to_ms(o.timeout_s));
     if (is_loopback(o.master_addr)) {

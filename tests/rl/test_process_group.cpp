@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -330,4 +331,32 @@ TEST_CASE("TrainerGroup: a rendezvous nobody joins fails after the timeout, nami
       }
     }
   }
+}
+
+TEST_CASE("TrainerGroup: ranks that joined late still name the rank that never joined", "[process_group]") {
+  // World of 3, rank 2 never starts; rank 1 joins 0.5 s after rank 0, so rank 0 times out first and its
+  // store closes: rank 1 must still report the missing rank (rank 0's verdict), not a broken connection.
+  // Both ranks run in this process (a TCPStore server and a client), each in a thread.
+  const int port = pulse::app::free_tcp_port("127.0.0.1");
+  const auto rendezvous = [port](int rank) -> std::string {
+    GroupOptions o = two_ranks(rank, port, 2);
+    o.world_size = 3;
+    try {
+      TrainerGroup g(o);
+    } catch (const GroupError& e) {
+      return e.what();
+    }
+    return "rendezvous returned";
+  };
+  const auto t0 = Clock::now();
+  auto rank0 = std::async(std::launch::async, rendezvous, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto rank1 = std::async(std::launch::async, rendezvous, 1);
+  const std::string e0 = rank0.get(), e1 = rank1.get();
+  INFO("rank 0: " << e0 << "\nrank 1: " << e1);
+  CHECK(since(t0) < 2 + 1.5);
+  CHECK_THAT(e0, Catch::StartsWith("rank 0: rendezvous of 3 ranks"));
+  CHECK_THAT(e0, Catch::EndsWith("timed out: rank 2 never joined"));
+  CHECK_THAT(e1, Catch::StartsWith("rank 1: rendezvous of 3 ranks"));
+  CHECK_THAT(e1, Catch::EndsWith("rank 0 gave up: timed out: rank 2 never joined"));
 }
