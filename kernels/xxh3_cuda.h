@@ -3,7 +3,7 @@
 // 64 bytes per 1024-byte block and then scrambles the accumulators; the accumulation is a sum, so every
 // block's contribution is computed in parallel (one pass over the tensor at memory bandwidth), and only
 // the scramble chain (a few integer operations per block and lane) runs sequentially on 8 threads. The
-// accumulators and the last <= 1088 bytes then come back to the host, which finishes the hash with
+// accumulators and the last <= 1024 bytes then come back to the host, which finishes the hash with
 // libxxhash's code (kernels/xxh3_tail.h). Inputs under 241 bytes are copied and hashed on the host.
 // xxh3_64_cuda_many hashes many inputs (a model's tensors) in one batch: one synchronization instead of
 // one per tensor, and the chains of all tensors run side by side.
@@ -42,8 +42,9 @@ constexpr size_t kXxh3CudaWorkspaceCap = size_t{128} << 20;
 size_t xxh3_cuda_many_workspace_capped(const uint64_t* lens, size_t count, size_t cap);
 
 /// hashes[i] = XXH3_64bits(data[i], lens[i]) for i < count, of device memory (any alignment), queued on
-/// `stream`; returns after the stream reached the end of the work. A batch costs four launches, one
-/// device-to-host copy and one synchronization whatever its count: the block contributions of every
+/// `stream`; returns after the stream reached the end of the work. A batch costs one host-to-device copy
+/// (its item table), three kernel launches, one device-to-host copy and one synchronization whatever its
+/// count: the block contributions of every
 /// input in one pass, the scramble chains of all inputs side by side (8 threads each: the sequential
 /// part then takes the longest input's time, not the sum), and every input's last bytes (whole inputs
 /// under 241 bytes) gathered beside the accumulators for the host to finish (kernels/xxh3_tail.h).

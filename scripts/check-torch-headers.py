@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Compiles (syntax only) every LibTorch-using source of build/ against another LibTorch's headers.
 
-    scripts/check-torch-headers.py INCLUDE_DIR [SOURCE_SUBSTRING ...]
+    scripts/check-torch-headers.py [--no-pch] INCLUDE_DIR [SOURCE_SUBSTRING ...]
 
 INCLUDE_DIR is a LibTorch 2.x `include/` folder (pip torch's `torch/include`, or an extracted wheel); the
-`build/` folder of a configured build supplies the compile commands (build/compile_commands.json). Each
+`build/` folder beside this script's folder supplies the compile commands (build/compile_commands.json,
+written by scripts/build.sh). SOURCE_SUBSTRINGs pick the sources whose path contains one of them. Each
 torch-using source is compiled with -fsyntax-only and the build's flags, the Debian LibTorch include path
 swapped for INCLUDE_DIR (and INCLUDE_DIR/torch/csrc/api/include) and <torch/torch.h> force-included as
 the build's precompiled header does. --no-pch leaves that out (finds sources that compile only thanks to
@@ -26,15 +27,27 @@ DEBIAN_API_INCLUDE = '/usr/include/torch/csrc/api/include'
 
 
 def main():
+    if any(a in ('-h', '--help') for a in sys.argv[1:]):
+        print(__doc__)
+        return 0
     args = [a for a in sys.argv[1:] if a != '--no-pch']
     pch = '--no-pch' not in sys.argv[1:]
     if not args:
         print(__doc__, file=sys.stderr)
         return 2
     include, only = os.path.abspath(args[0]), args[1:]
+    for header in ('torch/csrc/api/include/torch/torch.h', 'ATen/ATen.h'):
+        if not os.path.isfile(os.path.join(include, header)):
+            print(f'check-torch-headers: {include} is not a LibTorch include folder: it has no {header}',
+                  file=sys.stderr)
+            return 2
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    build = os.path.join(root, 'build')
-    commands = json.load(open(os.path.join(build, 'compile_commands.json')))
+    database = os.path.join(root, 'build', 'compile_commands.json')
+    if not os.path.isfile(database):
+        print(f'check-torch-headers: {database} not found: configure the build first (scripts/build.sh)',
+              file=sys.stderr)
+        return 2
+    commands = json.load(open(database))
     extra = ['-isystem', include, '-isystem', include + '/torch/csrc/api/include']
     if os.path.isdir('/usr/local/cuda/include'):
         extra += ['-isystem', '/usr/local/cuda/include']
@@ -54,7 +67,12 @@ def main():
                 skip = True
             elif a not in ('-c', '-Winvalid-pch'):
                 out.append(a)
-        jobs.append((c['file'], c['directory'], [out[0]] + extra + out[1:] + ['-fsyntax-only', '-H', c['file']]))
+        # `out` keeps the source itself (the argument after -c).
+        jobs.append((c['file'], c['directory'], [out[0]] + extra + out[1:] + ['-fsyntax-only', '-H']))
+    if not jobs:
+        print('check-torch-headers: no LibTorch-using source in ' + database +
+              (' matches ' + ', '.join(only) if only else ''), file=sys.stderr)
+        return 2
 
     def run(job):
         source, directory, argv = job
