@@ -78,14 +78,13 @@ std::vector<uint64_t> tensor_bytes(const std::vector<DeviceTensor>& tensors,
   return lens;
 }
 
-/// XXH3-64 of every tensor's base weights, or of its targets, in the patch's tensor order, in batches of
-/// xxh3_64_cuda_many that fit `ws`.
+/// XXH3-64 of every tensor's base weights, or of its targets, in the patch's tensor order (`lens`: their
+/// tensor_bytes), in batches of xxh3_64_cuda_many that fit `ws`.
 std::vector<uint64_t> device_hashes(const std::vector<DeviceTensor>& tensors,
-                                    const std::vector<size_t>& order, bool targets, DeviceBuffer& ws,
-                                    size_t ws_bytes, cudaStream_t s) {
+                                    const std::vector<size_t>& order, const std::vector<uint64_t>& lens,
+                                    bool targets, DeviceBuffer& ws, size_t ws_bytes, cudaStream_t s) {
   std::vector<const void*> ptrs;
   for (size_t o : order) ptrs.push_back(targets ? target_of(tensors[o]) : tensors[o].weights);
-  const std::vector<uint64_t> lens = tensor_bytes(tensors, order);
   std::vector<uint64_t> hashes(order.size());
   kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), lens.size(), ws.p, ws_bytes, s, hashes.data());
   return hashes;
@@ -208,7 +207,7 @@ std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors,
   DeviceBuffer hash_ws(hash_ws_bytes);
   // The base before any scan: with masters the cast overwrites it in place.
   if (hash_base) {
-    const std::vector<uint64_t> base = device_hashes(tensors, order, false, hash_ws, hash_ws_bytes, s);
+    const std::vector<uint64_t> base = device_hashes(tensors, order, lens, false, hash_ws, hash_ws_bytes, s);
     for (size_t o = 0; o < order.size(); ++o) encoded[o].base_hash = base[o];
   }
   {
@@ -224,7 +223,7 @@ std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors,
     }
   }
   {
-    const std::vector<uint64_t> target = device_hashes(tensors, order, true, hash_ws, hash_ws_bytes, s);
+    const std::vector<uint64_t> target = device_hashes(tensors, order, lens, true, hash_ws, hash_ws_bytes, s);
     for (size_t o = 0; o < order.size(); ++o) encoded[o].info.target_hash = target[o];
   }
 
