@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <initializer_list>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -15,6 +16,28 @@
 
 using pulse::test::DeviceBuffer;
 using pulse::test::to_device;
+
+namespace {
+
+/// Inputs laid out back to back in a buffer of `capacity` bytes: each length at offset misalignment 0 and
+/// then `misalign`, skipping those that no longer fit. lens[i] bytes at offs[i].
+struct Inputs {
+  std::vector<uint64_t> lens, offs;
+};
+Inputs lay_out(std::initializer_list<uint64_t> lengths, uint64_t misalign, uint64_t capacity) {
+  Inputs in;
+  uint64_t at = 0;
+  for (uint64_t len : lengths)
+    for (uint64_t m : {uint64_t{0}, misalign}) {
+      if (at + m + len > capacity) continue;
+      in.offs.push_back(at + m);
+      in.lens.push_back(len);
+      at += m + len;
+    }
+  return in;
+}
+
+}  // namespace
 
 TEST_CASE("cuda xxh3: equals XXH3_64bits at every length class and alignment", "[cuda][xxh3]") {
   PULSE_REQUIRE_GPU_OR_SKIP();
@@ -48,17 +71,9 @@ TEST_CASE("cuda xxh3 many: a batch of inputs equals XXH3_64bits of each, in one 
   to_device(d.get<uint8_t>(), data);
   // Every length class of the single-input test, at several offsets, interleaved so that inputs without
   // blocks (short ones, and 241..1024 bytes) sit between inputs with blocks.
-  std::vector<uint64_t> lens, offs;
-  uint64_t at = 0;
-  for (uint64_t len : {1000003ull, 0ull, 1ull, 2049ull, 240ull, 241ull, 65536ull, 1024ull, 1025ull, 16ull,
-                       1087ull, 1088ull, 1089ull, 2048ull, 1023ull, 256ull, 3000001ull}) {
-    for (uint64_t misalign : {0ull, 3ull}) {
-      if (at + misalign + len > data.size()) continue;
-      offs.push_back(at + misalign);
-      lens.push_back(len);
-      at += misalign + len;
-    }
-  }
+  const auto [lens, offs] = lay_out(
+      {1000003, 0, 1, 2049, 240, 241, 65536, 1024, 1025, 16, 1087, 1088, 1089, 2048, 1023, 256, 3000001}, 3,
+      data.size());
   std::vector<const void*> ptrs;
   for (uint64_t off : offs) ptrs.push_back(d.get<uint8_t>() + off);
   std::vector<uint64_t> want;
@@ -116,20 +131,11 @@ TEST_CASE("cuda xxh3 many: the batch algorithm emulated on the host equals XXH3_
   std::mt19937_64 rng(12);
   std::vector<uint8_t> data(3'000'000);
   for (auto& b : data) b = static_cast<uint8_t>(rng());
-  std::vector<uint64_t> lens, offs;
-  uint64_t at = 0;
   // Block counts around the chain's batches of 32 (31, 32, 33, 64, 65 blocks), inputs without blocks
   // between inputs with blocks, empty inputs first, last and in the middle.
-  for (uint64_t len :
-       {0ull, 1000003ull, 240ull, 0ull, 241ull, 32ull * 1024, 32ull * 1024 + 1, 33ull * 1024 + 1, 1024ull,
-        1025ull, 64ull * 1024 + 1, 65ull * 1024 + 1, 16ull, 1088ull, 1089ull, 0ull}) {
-    for (uint64_t misalign : {0ull, 5ull}) {
-      if (at + misalign + len > data.size()) continue;
-      offs.push_back(at + misalign);
-      lens.push_back(len);
-      at += misalign + len;
-    }
-  }
+  const auto [lens, offs] = lay_out({0, 1000003, 240, 0, 241, 32 * 1024, 32 * 1024 + 1, 33 * 1024 + 1, 1024,
+                                     1025, 64 * 1024 + 1, 65 * 1024 + 1, 16, 1088, 1089, 0},
+                                    5, data.size());
   std::vector<const void*> ptrs;
   for (uint64_t off : offs) ptrs.push_back(data.data() + off);
   std::vector<uint64_t> got(lens.size(), 0);
