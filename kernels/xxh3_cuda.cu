@@ -308,18 +308,16 @@ size_t xxh3_cuda_many_workspace_capped(const uint64_t* lens, size_t count, size_
   return std::max(cap, largest);
 }
 
-void xxh3_64_many_host_emulation(const void* const* data, const uint64_t* lens, size_t count,
-                                 uint64_t* hashes) {
-  for (size_t i = 0; i < count; ++i)
-    if (lens[i] && !data[i])
-      throw std::invalid_argument("xxh3_64_many_host_emulation: input " + std::to_string(i) +
-                                  " is a null pointer");
+namespace {
+
+/// One batch of xxh3_64_many_host_emulation: contrib_many_kernel, chain_many_kernel and
+/// gather_many_kernel, thread by thread.
+void emulate_batch(const void* const* data, const uint64_t* lens, size_t count, uint64_t* hashes) {
   const ManyLayout l = many_layout(lens, count, nullptr);
   const std::vector<Item> items = plan_items(data, lens, count);
   const Secret secret = device_secret();
   const Init init = device_init();
   const auto n = static_cast<uint32_t>(count);
-  // contrib_many_kernel, chain_many_kernel and gather_many_kernel, thread by thread.
   std::vector<uint64_t> contrib(8 * l.total_blocks), acc(8 * count);
   for (uint64_t gid = 0; gid < 8 * l.total_blocks; ++gid) {
     const uint64_t b = gid >> 3;
@@ -339,21 +337,26 @@ void xxh3_64_many_host_emulation(const void* const* data, const uint64_t* lens, 
   finish_items(items, lens, acc.data(), stage.data(), hashes);
 }
 
-void xxh3_64_cuda_many(const void* const* data, const uint64_t* lens, size_t count, void* workspace,
-                       size_t workspace_bytes, cudaStream_t stream, uint64_t* hashes) {
-  for (size_t i = 0; i < count; ++i) {
+/// Throws std::invalid_argument (naming `who`) for a null pointer with lens[i] > 0.
+void check_pointers(const void* const* data, const uint64_t* lens, size_t count, const char* who,
+                    const char* what) {
+  for (size_t i = 0; i < count; ++i)
     if (lens[i] && !data[i])
-      throw std::invalid_argument("xxh3_64_cuda_many: input " + std::to_string(i) +
-                                  " is a null device pointer");
+      throw std::invalid_argument(std::string(who) + ": input " + std::to_string(i) + " is a null " + what);
+}
+
+}  // namespace
+
+std::vector<size_t> xxh3_cuda_many_batch_ends(const uint64_t* lens, size_t count, size_t workspace_bytes) {
+  for (size_t i = 0; i < count; ++i)
     if (xxh3_cuda_many_workspace_bytes(lens + i, 1) > workspace_bytes)
-      throw std::invalid_argument("xxh3_64_cuda_many: input " + std::to_string(i) + " (" +
+      throw std::invalid_argument("xxh3_cuda_many_batch_ends: input " + std::to_string(i) + " (" +
                                   std::to_string(lens[i]) + " bytes) needs " +
                                   std::to_string(xxh3_cuda_many_workspace_bytes(lens + i, 1)) +
                                   " workspace bytes, the workspace holds " + std::to_string(workspace_bytes));
-  }
-  if (count && !workspace) throw std::invalid_argument("xxh3_64_cuda_many: null workspace");
   // Greedy batches of consecutive inputs that fit the workspace; the count fits a launch's grid.
   constexpr size_t kMaxBatch = size_t{1} << 24;
+  std::vector<size_t> ends;
   for (size_t i = 0; i < count;) {
     uint64_t blocks = blocks_of(lens[i]), stage = staged_bytes(lens[i]);
     size_t j = i + 1;
@@ -362,8 +365,31 @@ void xxh3_64_cuda_many(const void* const* data, const uint64_t* lens, size_t cou
       if (many_bytes(b, j + 1 - i, st) > workspace_bytes) break;
       blocks = b, stage = st;
     }
-    hash_batch(data + i, lens + i, j - i, static_cast<uint8_t*>(workspace), stream, hashes + i);
+    ends.push_back(j);
     i = j;
+  }
+  return ends;
+}
+
+void xxh3_64_many_host_emulation(const void* const* data, const uint64_t* lens, size_t count,
+                                 uint64_t* hashes, size_t workspace_bytes) {
+  check_pointers(data, lens, count, "xxh3_64_many_host_emulation", "pointer");
+  size_t i = 0;
+  for (size_t end : xxh3_cuda_many_batch_ends(lens, count, workspace_bytes)) {
+    emulate_batch(data + i, lens + i, end - i, hashes + i);
+    i = end;
+  }
+}
+
+void xxh3_64_cuda_many(const void* const* data, const uint64_t* lens, size_t count, void* workspace,
+                       size_t workspace_bytes, cudaStream_t stream, uint64_t* hashes) {
+  check_pointers(data, lens, count, "xxh3_64_cuda_many", "device pointer");
+  const std::vector<size_t> ends = xxh3_cuda_many_batch_ends(lens, count, workspace_bytes);
+  if (count && !workspace) throw std::invalid_argument("xxh3_64_cuda_many: null workspace");
+  size_t i = 0;
+  for (size_t end : ends) {
+    hash_batch(data + i, lens + i, end - i, static_cast<uint8_t*>(workspace), stream, hashes + i);
+    i = end;
   }
 }
 

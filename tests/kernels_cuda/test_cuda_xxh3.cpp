@@ -138,16 +138,56 @@ TEST_CASE("cuda xxh3 many: the batch algorithm emulated on the host equals XXH3_
                                     5, data.size());
   std::vector<const void*> ptrs;
   for (uint64_t off : offs) ptrs.push_back(data.data() + off);
-  std::vector<uint64_t> got(lens.size(), 0);
-  pulse::kernels::cuda::xxh3_64_many_host_emulation(ptrs.data(), lens.data(), lens.size(), got.data());
-  for (size_t i = 0; i < lens.size(); ++i) {
-    INFO("input " << i << ": " << lens[i] << " bytes at offset " << offs[i]);
-    REQUIRE(got[i] == XXH3_64bits(data.data() + offs[i], lens[i]));
+  namespace kc = pulse::kernels::cuda;
+  // One batch, then the batches xxh3_64_cuda_many would cut for the largest input's workspace alone
+  // and for a third of the whole batch's.
+  const size_t all = kc::xxh3_cuda_many_workspace_bytes(lens.data(), lens.size());
+  const size_t largest = kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), 1);
+  for (const size_t ws : {SIZE_MAX, largest, std::max(largest, all / 3)}) {
+    const size_t batches = kc::xxh3_cuda_many_batch_ends(lens.data(), lens.size(), ws).size();
+    INFO("workspace " << ws << ": " << batches << " batches");
+    REQUIRE((ws == SIZE_MAX ? batches == 1 : batches > 1));
+    std::vector<uint64_t> got(lens.size(), 0);
+    kc::xxh3_64_many_host_emulation(ptrs.data(), lens.data(), lens.size(), got.data(), ws);
+    for (size_t i = 0; i < lens.size(); ++i) {
+      INFO("input " << i << ": " << lens[i] << " bytes at offset " << offs[i]);
+      REQUIRE(got[i] == XXH3_64bits(data.data() + offs[i], lens[i]));
+    }
   }
+  std::vector<uint64_t> got(lens.size(), 0);
   const size_t first_nonempty = static_cast<size_t>(
       std::find_if(lens.begin(), lens.end(), [](uint64_t len) { return len > 0; }) - lens.begin());
   ptrs[first_nonempty] = nullptr;
   CHECK_THROWS_AS(
       pulse::kernels::cuda::xxh3_64_many_host_emulation(ptrs.data(), lens.data(), lens.size(), got.data()),
       std::invalid_argument);
+}
+
+TEST_CASE("cuda xxh3 many: batches are greedy runs of consecutive inputs that fit the workspace",
+          "[cuda][xxh3]") {
+  // Host code only (xxh3_64_cuda_many and the host emulation cut their batches with it).
+  namespace kc = pulse::kernels::cuda;
+  const std::vector<uint64_t> lens = {5'000'000, 100, 0, 2'000'000, 3'000'000, 1024, 70'000, 4'000'000, 1};
+  const size_t all = kc::xxh3_cuda_many_workspace_bytes(lens.data(), lens.size());
+  const size_t largest = kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), 1);
+  REQUIRE(kc::xxh3_cuda_many_batch_ends(lens.data(), 0, largest).empty());
+  REQUIRE(kc::xxh3_cuda_many_batch_ends(lens.data(), lens.size(), all) == std::vector<size_t>{lens.size()});
+  for (const size_t ws : {largest, largest + largest / 2, all / 2, all - 1}) {
+    INFO("workspace " << ws);
+    const std::vector<size_t> ends = kc::xxh3_cuda_many_batch_ends(lens.data(), lens.size(), ws);
+    REQUIRE(ends.size() > 1);
+    REQUIRE(ends.back() == lens.size());
+    size_t begin = 0;
+    for (const size_t end : ends) {
+      INFO("batch [" << begin << ", " << end << ")");
+      REQUIRE(end > begin);
+      REQUIRE(kc::xxh3_cuda_many_workspace_bytes(lens.data() + begin, end - begin) <= ws);
+      // Greedy: the next input would not have fitted.
+      if (end < lens.size())
+        REQUIRE(kc::xxh3_cuda_many_workspace_bytes(lens.data() + begin, end + 1 - begin) > ws);
+      begin = end;
+    }
+  }
+  CHECK_THROWS_WITH(kc::xxh3_cuda_many_batch_ends(lens.data(), lens.size(), largest - 1),
+                    Catch::Contains("input 0 (5000000 bytes) needs"));
 }
