@@ -41,14 +41,19 @@ struct DecodeChains {
     if (i && (tail[i - 1] & 0x80u)) return;  // inside a chain, not its start
     uint64_t rest = 0;
     int shift = 0;
+    // A refused chain still gets a value (0): step 2 reads chain_value[rank] whatever the verdict, and the
+    // workspace is not zeroed, so stale bytes there could add an out-of-bounds report that wins the
+    // verdict's minimum over this one.
     for (uint64_t j = i;; ++j) {
       if (j == tail_bytes) {
         fail(verdict, kApplyTailTruncated, index_offset + tail_bytes);
+        chain_value[rank] = 0;
         return;
       }
       const uint8_t b = tail[j];
       if (shift >= 57 || (shift == 56 && (b & 127u) > 1u)) {
         fail(verdict, kApplyGapOverflow, index_offset + j);
+        chain_value[rank] = 0;
         return;
       }
       rest |= static_cast<uint64_t>(b & 127u) << shift;
