@@ -69,6 +69,7 @@ ControlServer::ControlServer(std::string host, int port, std::string token, Regi
       server_(std::make_unique<httplib::Server>()),
       none_live_since_(Clock::now()) {
   if (policy_.max_workers < 1) throw std::invalid_argument("control server: max_workers must be >= 1");
+  sync::listen_exclusively(*server_);
   install_routes();
 }
 

@@ -70,6 +70,13 @@ std::string load_token(const std::string& env_var, const std::string& file) {
   return line;
 }
 
+void listen_exclusively(httplib::Server& server) {
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<void*>(&yes), sizeof(yes));
+  });
+}
+
 void set_error_response(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
   std::string header = message.substr(0, 1000);

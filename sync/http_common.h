@@ -13,6 +13,7 @@ namespace httplib {
 struct Request;
 struct Response;
 class Result;
+class Server;
 }  // namespace httplib
 
 namespace pulse::sync {
@@ -39,6 +40,15 @@ bool authorize_bearer(const httplib::Request& req, httplib::Response& res, const
 /// Throws std::runtime_error naming the file when it cannot be read or holds an empty token. Thread-safe as
 /// std::getenv is (no concurrent setenv).
 std::string load_token(const std::string& env_var, const std::string& file);
+
+// ---- listening sockets ------------------------------------------------------------------------------------
+
+/// Makes `server`'s listening socket exclusive: SO_REUSEADDR only (a restarted server rebinds its port while
+/// old connections linger in TIME_WAIT), not cpp-httplib's default SO_REUSEPORT, with which a second
+/// process could listen on the same port and the kernel would split the clients between the two (two
+/// trainers on the default transport.port). Call before binding; bind_to_port then fails when the port is
+/// taken. Not thread-safe (configures `server`).
+void listen_exclusively(httplib::Server& server);
 
 // ---- error answers ----------------------------------------------------------------------------------------
 

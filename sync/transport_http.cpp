@@ -144,6 +144,7 @@ struct PatchServer::Impl {
 
   void install_routes() {
     auto& s = *server;
+    listen_exclusively(s);
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       count(&HttpServerStats::requests);
       if (authorize_bearer(req, res, opt.token)) return httplib::Server::HandlerResponse::Unhandled;
@@ -307,7 +308,8 @@ void PatchServer::start() {
     im.port = im.server->bind_to_port(im.opt.host, im.opt.port) ? im.opt.port : -1;
   }
   if (im.port <= 0) {
-    throw std::runtime_error("cannot bind HTTP server to " + im.opt.host + ":" + std::to_string(im.opt.port));
+    throw std::runtime_error("cannot bind HTTP server to " + im.opt.host + ":" + std::to_string(im.opt.port) +
+                             " (in use by another process?)");
   }
   // The socket already listens after bind, so clients may connect before the accept loop runs.
   im.thread = std::thread([&im] { im.server->listen_after_bind(); });

@@ -215,6 +215,14 @@ TEST_CASE("fleet: a member started before the trainer registers once it listens"
   server.stop();
 }
 
+TEST_CASE("fleet: a second trainer cannot listen on the control port a live one holds", "[app][fleet]") {
+  auto first = make_server(1, 5);
+  first.start();
+  app::ControlServer second("127.0.0.1", first.port(), "secret", app::RegisterReply{}, "tok", 1);
+  CHECK_THROWS_WITH(second.start(), Catch::Contains("cannot bind 127.0.0.1:" + std::to_string(first.port())));
+  first.stop();
+}
+
 TEST_CASE("fleet: temp folders of killed workers are swept, live ones kept", "[app][fleet]") {
   test_run::ScopedTempDir dir("fleet-sweep");
   // A process that is gone: a child that exited.

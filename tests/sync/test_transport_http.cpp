@@ -113,6 +113,23 @@ TEST_CASE("every route answers 401 without the right bearer token", "[sync][http
   CHECK(t.store.worker_versions().at("w") == 1);
 }
 
+TEST_CASE("a second server cannot listen on a port a live server holds", "[sync][http]") {
+  // cpp-httplib's default SO_REUSEPORT let two processes share a port, the kernel splitting the clients.
+  Trainer t(3, RetentionPolicy{});
+  HttpServerOptions o = Trainer::options(kToken);
+  o.port = t.server.port();
+  PatchServer second(t.store, o);
+  CHECK_THROWS_WITH(second.start(),
+                    Catch::Contains("cannot bind HTTP server to 127.0.0.1:" + std::to_string(o.port)) &&
+                        Catch::Contains("in use"));
+  // Once the first one stops, the port can be bound again at once.
+  t.server.stop();
+  PatchServer third(t.store, o);
+  third.start();
+  CHECK(third.port() == o.port);
+  third.stop();
+}
+
 TEST_CASE("bad requests get 400/404/409/410 with a clear message", "[sync][http]") {
   Trainer t(22, RetentionPolicy{3, 1});
   httplib::Client raw(t.server.url());
