@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
+#include <initializer_list>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -58,7 +60,21 @@ sync::PatchOptions patch_options(const SyncCliOptions& o) {
 
 void write_patch_summary(const std::string& out, const std::vector<uint8_t>& patch);
 
+/// Throws when OUT is the same file as one of the inputs (`-o BASE` would replace the checkpoint by its
+/// patch). Same file = same device and inode (std::filesystem::equivalent), so links and other spellings
+/// of the path are caught too.
+void refuse_output_over_input(const std::string& out,
+                              std::initializer_list<std::pair<const char*, std::string>> inputs) {
+  for (const auto& [what, path] : inputs) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(out, path, ec))
+      throw std::runtime_error("-o '" + out + "' is the " + what + " '" + path +
+                               "': writing the patch there would replace it; choose another output file");
+  }
+}
+
 void cmd_diff(const SyncCliOptions& o) {
+  refuse_output_over_input(o.out, {{"BASE", o.base}, {"TARGET", o.target}});
   const auto base = sync::Checkpoint::open(o.base);
   const auto target = sync::Checkpoint::open(o.target);
   const sync::PatchOptions opt = patch_options(o);
@@ -73,6 +89,7 @@ void cmd_diff(const SyncCliOptions& o) {
 
 /// `pulse sync anchor MODEL -o OUT`: a full snapshot (dense, absolute) a worker can start or recover from.
 void cmd_anchor(const SyncCliOptions& o) {
+  refuse_output_over_input(o.out, {{"MODEL", o.model}});
   const auto model = sync::Checkpoint::open(o.model);
   std::vector<uint8_t> patch;
   try {

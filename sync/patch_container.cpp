@@ -135,6 +135,18 @@ std::vector<size_t> frame_bounds(size_t size, const std::vector<size_t>& cuts) {
 /// The container header (FORMAT.md) through its checksum.
 std::vector<uint8_t> header_bytes_of(const PatchInfo& info, int zstd_level, uint64_t chunk_bytes,
                                      uint64_t payload_bytes, const std::vector<ChunkEntry>& chunks) {
+  // The reader's limits (FORMAT.md), refused here so that no patch is written that no reader accepts.
+  if (info.model_id.size() > kMaxNameBytes)
+    throw PatchError("model_id is " + std::to_string(info.model_id.size()) +
+                     " bytes; the format allows at most " + std::to_string(kMaxNameBytes));
+  for (const auto& t : info.tensors) {
+    if (t.name.size() > kMaxNameBytes)
+      throw PatchError("tensor name '" + t.name.substr(0, 64) + "...' is " + std::to_string(t.name.size()) +
+                       " bytes; the format allows at most " + std::to_string(kMaxNameBytes));
+    if (t.shape.size() > kMaxDims)
+      throw PatchError("tensor '" + t.name + "' has " + std::to_string(t.shape.size()) +
+                       " dims; the format allows at most " + std::to_string(kMaxDims));
+  }
   const uint64_t n_chunks = chunks.size();
   std::vector<uint8_t> out;
   ByteWriter w(out);

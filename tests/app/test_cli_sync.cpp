@@ -238,3 +238,32 @@ TEST_CASE("pulse sync apply on the target says OUT was written; a run step folde
   CHECK(contains(r.err, "has neither model.safetensors"));
   CHECK_FALSE(contains(r.err, "pass '"));
 }
+
+TEST_CASE("pulse sync diff and anchor refuse to write over their own inputs", "[app][sync][cli]") {
+  TempDir dir;
+  auto [base, target] = make_models();
+  write_model(dir / "base.safetensors", base, {});
+  write_model(dir / "target.safetensors", target, {});
+  const std::string before = pulse::sync::read_file(dir / "base.safetensors");
+  const std::string target_before = pulse::sync::read_file(dir / "target.safetensors");
+  // -o BASE, -o TARGET (through a different spelling of the path), and an anchor over its MODEL.
+  const std::vector<std::vector<std::string>> commands = {
+      {"sync", "diff", dir / "base.safetensors", dir / "target.safetensors", "-o", dir / "base.safetensors"},
+      {"sync", "diff", dir / "base.safetensors", dir / "target.safetensors", "-o",
+       dir / "./target.safetensors"},
+      {"sync", "anchor", dir / "base.safetensors", "-o", dir / "base.safetensors"}};
+  for (const auto& args : commands) {
+    INFO(args.back());
+    const auto r = pulse_cli(args);
+    CHECK(r.code == 1);
+    CHECK(contains(r.err, "would replace it"));
+  }
+  CHECK(pulse::sync::read_file(dir / "base.safetensors") == before);
+  CHECK(pulse::sync::read_file(dir / "target.safetensors") == target_before);
+  // A model_id the format cannot hold is refused before anything is written.
+  const auto r = pulse_cli({"sync", "diff", dir / "base.safetensors", dir / "target.safetensors", "-o",
+                            dir / "big.pulse", "--model-id", std::string(70000, 'x')});
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "model_id is 70000 bytes; the format allows at most 65536"));
+  CHECK_FALSE(std::filesystem::exists(dir / "big.pulse"));
+}
