@@ -40,11 +40,11 @@ std::string error_body(const std::string& message) {
   return json{{"error", message}}.dump();
 }
 
-// 410 Gone: the key names no live member (dropped, or the trainer restarted); the worker registers again.
-void refuse_unknown_key(httplib::Response& res) {
+// 410 Gone: the key names no live member (dropped, or the trainer restarted); the worker registers again,
+// unless the message says another registration took its name (kReplacedMarker).
+void refuse_gone(httplib::Response& res, const std::string& message) {
   res.status = 410;
-  res.set_content(error_body("unknown worker key (dropped, or the trainer restarted): register again"),
-                  "application/json");
+  res.set_content(error_body(message), "application/json");
 }
 
 }  // namespace
@@ -111,7 +111,7 @@ void ControlServer::install_routes() {
   srv.Post("/v1/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mu_);
     Member* m = find_locked(req.get_param_value("worker"));
-    if (!m) return refuse_unknown_key(res);
+    if (!m) return refuse_gone(res, gone_message_locked(req.get_param_value("worker"), "heartbeat"));
     m->seen = Clock::now();
     res.set_content("{}", "application/json");
   });
@@ -126,7 +126,7 @@ void ControlServer::install_routes() {
     }
     std::unique_lock<std::mutex> lock(mu_);
     Member* m = find_locked(req.get_param_value("worker"));
-    if (!m) return refuse_unknown_key(res);
+    if (!m) return refuse_gone(res, gone_message_locked(req.get_param_value("worker"), "job"));
     const int64_t slot = m->slot;
     m->seen = Clock::now();
     const double poll_s = std::min(10.0, policy_.lease_s / 2);
@@ -134,12 +134,7 @@ void ControlServer::install_routes() {
       return stopping_ || !members_[slot].live || deliverable_locked(members_[slot], after);
     });
     Member& me = members_[slot];
-    if (!me.live) {
-      res.status = 410;
-      res.set_content(error_body("this worker was dropped (lease missed): register again"),
-                      "application/json");
-      return;
-    }
+    if (!me.live) return refuse_gone(res, gone_message_locked(me.key, "job"));
     me.seen = Clock::now();
     if (!ready || stopping_ || !deliverable_locked(me, after)) {
       res.status = 204;
@@ -178,7 +173,10 @@ void ControlServer::handle_register(const std::string& text, int& status, std::s
     std::lock_guard<std::mutex> lock(mu_);
     sweep_locked();
     for (auto& m : members_)
-      if (m.live && m.id == name) drop_locked(m, "registered again (a restarted worker replaces it)");
+      if (m.live && m.id == name) {
+        m.replaced = true;
+        drop_locked(m, "registered again (a restarted worker replaces it)");
+      }
     if (live_count_locked() >= policy_.max_workers) {
       status = 409;
       out = error_body("the run already has its " + std::to_string(policy_.max_workers) +
@@ -221,7 +219,7 @@ void ControlServer::handle_report(const std::string& key, const std::string& tex
     Member* m = find_locked(key);
     if (!m) {
       status = 410;
-      out = error_body("worker report: unknown worker key (dropped, or the trainer restarted)");
+      out = error_body(gone_message_locked(key, "worker report"));
       return;
     }
     m->seen = Clock::now();
@@ -252,6 +250,19 @@ ControlServer::Member* ControlServer::find_locked(const std::string& key) {
   for (auto& m : members_)
     if (m.live && sync::constant_time_equal(m.key, key)) return &m;
   return nullptr;
+}
+
+std::string ControlServer::gone_message_locked(const std::string& key, const char* what) const {
+  if (!key.empty())
+    for (const auto& m : members_)
+      if (!m.live && sync::constant_time_equal(m.key, key)) {
+        if (m.replaced)
+          return std::string(what) + ": " + kReplacedMarker + " '" + m.id +
+                 "' registered after this one (two processes with the same --id, or this one was restarted)";
+        return std::string(what) + ": this worker was dropped (lease of " + secs(policy_.lease_s) +
+               " s missed): register again";
+      }
+  return std::string(what) + ": unknown worker key (dropped, or the trainer restarted): register again";
 }
 
 int64_t ControlServer::live_count_locked() const {

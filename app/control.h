@@ -12,7 +12,9 @@
 //   POST /v1/report?worker=KEY WorkerReport -> 200; a report with an error aborts the trainer's wait
 //   POST /v1/heartbeat?worker=KEY           -> 200 (renews the lease)
 // A KEY the server does not know (dropped after missing its lease, or a restarted trainer) is 410 Gone: the
-// worker registers again.
+// worker registers again. When a newer registration took the member's name, the 410 message holds
+// kReplacedMarker and the worker stops instead (two live processes with one --id would otherwise replace
+// each other forever).
 //
 // Membership policy. A member registers (a name it chooses, or "w<slot>"), gets a fresh lease key, and
 // every request it makes renews its lease; a member silent for lease_s is dropped and logged. Registering
@@ -43,6 +45,10 @@ class Server;
 }
 
 namespace pulse::app {
+
+/// In a 410 message: this member's name was taken by a newer registration ("replaced by another worker
+/// named 'ID' ..."); a worker that gets it stops (app/worker.cpp) instead of registering again.
+inline constexpr const char* kReplacedMarker = "replaced by another worker named";
 
 /// Whether `name` may name a worker (`pulse worker --id`, POST /v1/register): 1..64 letters, digits, '.',
 /// '_' or '-', not starting with '.' (names become file names in fs confirmations). Thread-safe.
@@ -108,8 +114,12 @@ class ControlServer {
     bool live = true;
     uint64_t reported_job = 0;  ///< the last job id it reported for
     bool got_stop = false;
+    bool replaced = false;  ///< dropped because another registration took its name
   };
   Member* find_locked(const std::string& key);
+  /// The 410 text for a request with `key` that names no live member (kReplacedMarker when a newer
+  /// registration took its name).
+  std::string gone_message_locked(const std::string& key, const char* what) const;
   int64_t live_count_locked() const;
   void sweep_locked();
   void drop_locked(Member& m, const std::string& why);

@@ -471,6 +471,10 @@ void worker_loop(const WorkerLoopOptions& o) {
     const std::string what =
         end == SessionEnd::Dropped ? "the trainer dropped this worker" : "lost the trainer";
     if (!o.reconnect) throw std::runtime_error("worker " + boot.worker_id + ": " + what + ": " + why);
+    // Registering again would take the name back from the newer holder, which would do the same.
+    if (end == SessionEnd::Dropped && why.find(kReplacedMarker) != std::string::npos)
+      throw std::runtime_error("worker " + boot.worker_id + ": stopping: " + why +
+                               "; give each live worker its own --id");
     log.event(json{{"event", end == SessionEnd::Dropped ? "dropped" : "lost"}, {"reason", why}},
               "worker " + boot.worker_id + ": " + what + " (" + why + "); registering again", true);
     last_note = std::chrono::steady_clock::now() - std::chrono::hours(1);

@@ -110,12 +110,16 @@ TEST_CASE("fleet: a dead member's shares go to the live one after its lease; ids
   CHECK(ev.reassigned_shares == 1);
   CHECK(ev.reassigned_prompts == 5);
   CHECK(ev.live == 1);
-  // The dead member's key is unknown now: 410 (it would register again).
-  CHECK_THROWS_AS(b.heartbeat(), sync::VersionGoneError);
-  // Its place is free again; a member registering a live member's name replaces it at once.
+  // The dead member's key is unknown now: 410 (it would register again), saying the lease was missed.
+  CHECK_THROWS_WITH(b.heartbeat(), Catch::Contains("HTTP 410") && Catch::Contains("lease of 0.6 s missed") &&
+                                       !Catch::Contains(app::kReplacedMarker));
+  // Its place is free again; a member registering a live member's name replaces it at once, and the
+  // replaced one is told so (its worker stops instead of taking the name back).
   app::ControlClient a2(server.url(), "secret", 5, 0);
   CHECK(a2.register_worker("w0").worker_id == "w0");
-  CHECK_THROWS_AS(a.heartbeat(), sync::VersionGoneError);
+  CHECK_THROWS_WITH(a.heartbeat(), Catch::Contains("HTTP 410") &&
+                                       Catch::Contains(std::string(app::kReplacedMarker) + " 'w0'"));
+  CHECK_THROWS_WITH(a.next_job(again.seq), Catch::Contains(app::kReplacedMarker));
   CHECK(server.live_ids() == std::vector<std::string>{"w0"});
   server.stop();
 }
