@@ -69,11 +69,23 @@ std::vector<nlohmann::json> MetricsLog::read(const std::string& path) {
 
 void MetricsLog::truncate_before_step(const std::string& path, int64_t step) {
   std::string out;
+  int64_t next = 0;  // the step the next kept row must have
   std::ifstream probe(path);
   if (probe) {
-    for (const auto& row : read(path))
-      if (row.value("step", int64_t{0}) < step) out += row.dump() + "\n";
+    for (const auto& row : read(path)) {
+      const int64_t s = row.value("step", int64_t{-1});
+      if (s >= step) continue;
+      if (s != next) break;
+      out += row.dump() + "\n";
+      ++next;
+    }
   }
+  // Resuming with rows missing would make summary.json count and total fewer steps than the run took.
+  if (next != step)
+    throw std::runtime_error(path + ": the checkpoint resumes at step " + std::to_string(step) +
+                             ", but the log's rows stop being consecutive at step " + std::to_string(next) +
+                             " (a row for each of steps 0.." + std::to_string(step - 1) +
+                             " is needed; was the file cut or edited?)");
   sync::write_file_atomic(path, out);
 }
 

@@ -30,7 +30,10 @@ class MetricsLog {
   /// Rows in file order; a torn (unparseable) last line is dropped, a bad line elsewhere throws
   /// std::runtime_error naming the file and line.
   static std::vector<nlohmann::json> read(const std::string& path);
-  /// Rewrites the file atomically keeping only rows with row["step"] < step (the resume point).
+  /// Rewrites the file atomically keeping only rows with row["step"] < step (the resume point). Those must
+  /// be steps 0 .. step - 1 in order, one row each (the log of the steps the checkpoint includes): a log
+  /// cut or edited short of that throws std::runtime_error naming the file and the first missing step,
+  /// and the file is left as it was.
   static void truncate_before_step(const std::string& path, int64_t step);
   const std::string& path() const { return path_; }
 

@@ -38,6 +38,17 @@ TEST_CASE("metrics log drops a torn last line and truncates for resume", "[app][
   rows = pulse::app::MetricsLog::read(path);
   REQUIRE(rows.size() == 2);
   CHECK(rows[1]["step"] == 1);
+  // A log without a row for every step before the resume point is refused, and left as it was.
+  CHECK_THROWS_WITH(pulse::app::MetricsLog::truncate_before_step(path, 3),
+                    Catch::Contains("resumes at step 3") && Catch::Contains("consecutive at step 2"));
+  {
+    std::ofstream out(path);  // step 1 missing
+    out << json{{"step", 0}}.dump() << "\n" << json{{"step", 2}}.dump() << "\n";
+  }
+  CHECK_THROWS_WITH(pulse::app::MetricsLog::truncate_before_step(path, 2), Catch::Contains("at step 1"));
+  CHECK(pulse::app::MetricsLog::read(path).size() == 2);
+  pulse::app::MetricsLog::truncate_before_step(path, 1);  // a resume point inside the intact part
+  CHECK(pulse::app::MetricsLog::read(path).size() == 1);
   fs::remove_all(dir);
 }
 
