@@ -9,11 +9,14 @@
 #include <stdexcept>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "app/run_files.h"
 #include "model/checkpoint.h"
 #include "rl/optimizer.h"
 #include "rl/train_state.h"
 #include "sync/atomic_file.h"
+#include "sync/safetensors.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -119,9 +122,16 @@ void save_checkpoint(const std::string& run_dir, int64_t step, const model::Tran
 }
 
 CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::MasterAdam& opt,
-                                 int64_t* step_out) {
+                                 const model::TransformerImpl& model, int64_t* step_out) {
   const std::string dir = checkpoint_dir(run_dir, step);
   rl::TrainState st = rl::load_train_state(dir + "/state", opt);
+  // Resuming never reads the HF model (the masters are the state), so a damaged one would stay broken.
+  try {
+    (void)sync::Checkpoint::open(dir + "/model");
+  } catch (const std::exception& e) {
+    spdlog::warn("{}/model does not open ({}): rewritten from the restored master weights", dir, e.what());
+    model::save_hf_checkpoint(model, dir + "/model");
+  }
   CheckpointExtras x;
   x.data_cursor = st.data_cursor;
   x.policy_version = st.policy_version;

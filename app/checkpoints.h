@@ -42,9 +42,12 @@ struct CheckpointExtras {
 void save_checkpoint(const std::string& run_dir, int64_t step, const model::TransformerImpl& model,
                      const rl::MasterAdam& opt, const CheckpointExtras& extras);
 
-/// Loads checkpoint `step` into `opt` (and so the model); returns its step and extras. Throws
-/// std::runtime_error naming the file on a missing or malformed checkpoint.
+/// Loads checkpoint `step` into `opt` (and so `model`, the model `opt` trains); returns its step and
+/// extras. The HF model folder (the run's deliverable, derived from the masters) is checked too: one
+/// that no longer opens (e.g. a model.safetensors cut short outside pulse) is rewritten from the restored
+/// weights, with a warning, instead of staying broken. Throws std::runtime_error naming the file on a
+/// missing or malformed optimizer/train state.
 CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::MasterAdam& opt,
-                                 int64_t* step_out);
+                                 const model::TransformerImpl& model, int64_t* step_out);
 
 }  // namespace pulse::app

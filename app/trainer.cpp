@@ -331,7 +331,7 @@ void Trainer::warm_start() {
 void Trainer::resume(int64_t checkpoint_step) {
   const std::string metrics_path = run_dir_ + "/metrics.jsonl";
   adam_ = std::make_unique<rl::MasterAdam>(*policy_, config_.optimizer);
-  CheckpointExtras x = load_checkpoint(run_dir_, checkpoint_step, *adam_, &start_step_);
+  CheckpointExtras x = load_checkpoint(run_dir_, checkpoint_step, *adam_, *policy_, &start_step_);
   version_ = x.policy_version;
   if (checkpoint_step > 0) resume_pending_ = x.pending;
   if (config_.rl.grpo.kl_coef > 0) {

@@ -12,6 +12,7 @@
 #include "model/transformer.h"
 #include "rl/optimizer.h"
 #include "sync/atomic_file.h"
+#include "sync/safetensors.h"
 #include "tests/app/run_test_util.h"
 #include "tests/rl/rl_test_util.h"
 
@@ -58,7 +59,7 @@ TEST_CASE("checkpoint folders appear whole and a killed save's staging folder is
   app::save_checkpoint(run.path, 3, *policy, opt, x);
   CHECK_FALSE(fs::exists(root + "/step-000003/outer.txt"));
   int64_t step = -1;
-  CHECK(app::load_checkpoint(run.path, 3, opt, &step).data_cursor == 23);
+  CHECK(app::load_checkpoint(run.path, 3, opt, *policy, &step).data_cursor == 23);
   CHECK(step == 3);
   CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000003"});
 
@@ -75,4 +76,30 @@ TEST_CASE("checkpoint folders appear whole and a killed save's staging folder is
   CHECK(app::latest_checkpoint(run.path) == 5);
   CHECK(fs::exists(root + "/step-000005/state"));
   CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000004", "step-000005"});
+}
+
+TEST_CASE("resuming rewrites a checkpoint's damaged HF model from the restored masters",
+          "[checkpoint][resume]") {
+  ScopedTempDir run("pulse-ckpt-model");
+  torch::manual_seed(6);
+  model::Transformer policy(test::tiny_llama(50), torch::kFloat32);
+  rl::MasterAdam opt(*policy, rl::OptimizerConfig{});
+  app::save_checkpoint(run.path, 2, *policy, opt, app::CheckpointExtras{});
+  const std::string file = app::checkpoint_dir(run.path, 2) + "/model/model.safetensors";
+  const std::string intact = sync::read_file(file);
+  REQUIRE(intact.size() > 1000);
+  sync::write_file_atomic(file, intact.substr(0, 1000));  // cut short (a full disk, a partial copy)
+  CHECK_THROWS(sync::Checkpoint::open(app::checkpoint_dir(run.path, 2) + "/model"));
+  // Another model's weights in `policy` first: the load restores the checkpoint's masters into it.
+  torch::manual_seed(7);
+  model::Transformer other(test::tiny_llama(50), torch::kFloat32);
+  rl::MasterAdam other_opt(*other, rl::OptimizerConfig{});
+  int64_t step = -1;
+  app::load_checkpoint(run.path, 2, other_opt, *other, &step);
+  CHECK(step == 2);
+  CHECK(sync::read_file(file) == intact);
+  // An intact model is left alone (same bytes, not rewritten).
+  const auto before = fs::last_write_time(file);
+  app::load_checkpoint(run.path, 2, other_opt, *other, &step);
+  CHECK(fs::last_write_time(file) == before);
 }
