@@ -13,7 +13,8 @@
 #   pulse_kernels_cuda   kernels/*.cu: BF16 cast + diff + compaction, varint-gap apply with device-side
 #                        validation, PULSELoCo gate, XXH3 of device memory (torch-free, raw pointers).
 #   test_kernels_cuda    tests/kernels_cuda/*.cpp: GPU vs CPU reference, bit for bit, kernels and the
-#                        device-side encoder sync/gpu_encode.h (skip with a message without a GPU).
+#                        device-side encoder sync/gpu_encode.h (skip with a message without a GPU; the
+#                        same tests also run on a CPU emulation of CUDA: cmake/cuda_emulation.cmake).
 # Always:
 #   pulse_kernels_bench  bench/kernels/*.cpp: `pulse bench kernels` (CPU variants; GPU kernels vs a
 #                        device-to-device cudaMemcpy when built with CUDA and a GPU is present);

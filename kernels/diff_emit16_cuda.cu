@@ -247,8 +247,8 @@ EmitWorkspace carve(void* base, uint64_t n) {
 template <bool kCast, bool kDelta>
 void launch_emit(const float* master, const uint16_t* prev, uint16_t* target, uint64_t n, bool vec,
                  const EmitWorkspace& w, cudaStream_t stream) {
-  emit_tiles_kernel<kCast, kDelta><<<static_cast<unsigned>(tiles_of(n)), kTileThreads, 0, stream>>>(
-      master, prev, target, n, vec, w.head, w.tail, w.lo, w.hi, w.info);
+  PULSE_LAUNCH(static_cast<unsigned>(tiles_of(n)), kTileThreads, stream, emit_tiles_kernel<kCast, kDelta>)
+  (master, prev, target, n, vec, w.head, w.tail, w.lo, w.hi, w.info);
 }
 
 bool aligned16(const void* p) {
@@ -290,10 +290,10 @@ void cast_diff_emit16_cuda(const float* master, const uint16_t* prev, uint16_t* 
     delta ? launch_emit<false, true>(master, prev, target, n, vec, w, stream)
           : launch_emit<false, false>(master, prev, target, n, vec, w, stream);
   check_cuda(cudaGetLastError(), "cast_diff_emit16_cuda: emit_tiles_kernel");
-  scan_tile_info_kernel<<<1, kScanThreads, 0, stream>>>(w.info, tiles, w.offsets, w.totals);
+  PULSE_LAUNCH(1, kScanThreads, stream, scan_tile_info_kernel)(w.info, tiles, w.offsets, w.totals);
   check_cuda(cudaGetLastError(), "cast_diff_emit16_cuda: scan_tile_info_kernel");
-  place_tiles_kernel<<<static_cast<unsigned>(tiles), kTileThreads, 0, stream>>>(w.info, w.offsets, w.head,
-                                                                                w.tail, w.lo, w.hi, out);
+  PULSE_LAUNCH(static_cast<unsigned>(tiles), kTileThreads, stream, place_tiles_kernel)
+  (w.info, w.offsets, w.head, w.tail, w.lo, w.hi, out);
   check_cuda(cudaGetLastError(), "cast_diff_emit16_cuda: place_tiles_kernel");
   static_assert(sizeof(Totals) == sizeof(Emit16Totals), "Totals mirrors Emit16Totals");
   check_cuda(cudaMemcpyAsync(totals, w.totals, sizeof(Totals), cudaMemcpyDeviceToHost, stream),

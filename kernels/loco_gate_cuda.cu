@@ -169,16 +169,17 @@ LocoGateResult loco_gate_cuda(const float* global, const float* local, float* re
   check_cuda(cudaMemsetAsync(w.nonfinite, 0, sizeof(unsigned int), stream), "loco_gate_cuda: memset");
   const bool vec = aligned16(global) && aligned16(local) && aligned16(residual);
   if (gate_open)
-    gate_tiles_kernel<true><<<static_cast<unsigned>(tiles), kTileThreads, 0, stream>>>(
-        global, local, residual, n, vec, index_base, w.index, w.value, w.counts, w.nonfinite);
+    PULSE_LAUNCH(static_cast<unsigned>(tiles), kTileThreads, stream, gate_tiles_kernel<true>)
+    (global, local, residual, n, vec, index_base, w.index, w.value, w.counts, w.nonfinite);
   else
-    gate_tiles_kernel<false><<<static_cast<unsigned>(tiles), kTileThreads, 0, stream>>>(
-        global, local, residual, n, vec, index_base, w.index, w.value, w.counts, w.nonfinite);
+    PULSE_LAUNCH(static_cast<unsigned>(tiles), kTileThreads, stream, gate_tiles_kernel<false>)
+    (global, local, residual, n, vec, index_base, w.index, w.value, w.counts, w.nonfinite);
   check_cuda(cudaGetLastError(), "loco_gate_cuda: gate_tiles_kernel");
-  scan_tile_sums_kernel<<<1, kScanThreads, 0, stream>>>(w.counts, tiles, SumOp{}, uint64_t{0}, w.total);
+  PULSE_LAUNCH(1, kScanThreads, stream, scan_tile_sums_kernel)
+  (w.counts, tiles, SumOp{}, uint64_t{0}, w.total);
   check_cuda(cudaGetLastError(), "loco_gate_cuda: scan");
-  place_fired_kernel<<<static_cast<unsigned>(tiles), kTileThreads, 0, stream>>>(
-      w.counts, tiles, w.total, w.index, w.value, fired_index, fired_value);
+  PULSE_LAUNCH(static_cast<unsigned>(tiles), kTileThreads, stream, place_fired_kernel)
+  (w.counts, tiles, w.total, w.index, w.value, fired_index, fired_value);
   check_cuda(cudaGetLastError(), "loco_gate_cuda: place_fired_kernel");
   uint64_t total = 0;
   unsigned int nonfinite = 0;

@@ -203,7 +203,7 @@ void apply_varint_u16_cuda(uint16_t* weights, uint64_t n, const uint8_t* index, 
   if (workspace_bytes < w.bytes)
     throw std::invalid_argument("apply_varint_u16_cuda: workspace holds " + std::to_string(workspace_bytes) +
                                 " bytes, needs " + std::to_string(w.bytes));
-  init_kernel<<<1, 1, 0, stream>>>(w.verdict, w.chains);
+  PULSE_LAUNCH(1, 1, stream, init_kernel)(w.verdict, w.chains);
   check_cuda(cudaGetLastError(), "apply_varint_u16_cuda: init");
   const uint8_t* tail = index + changed;
   if (tail_bytes)
@@ -213,13 +213,13 @@ void apply_varint_u16_cuda(uint16_t* weights, uint64_t n, const uint8_t* index, 
   tiled_exclusive_scan(Flagged{index}, changed, SumOp{}, uint64_t{0}, w.head_sums, w.flagged,
                        MakeGaps{index, w.chain_value, w.chains, w.gap1}, stream,
                        "apply_varint_u16_cuda: heads");
-  check_counts_kernel<<<1, 1, 0, stream>>>(w.chains, w.flagged, index_bytes, w.verdict);
+  PULSE_LAUNCH(1, 1, stream, check_counts_kernel)(w.chains, w.flagged, index_bytes, w.verdict);
   check_cuda(cudaGetLastError(), "apply_varint_u16_cuda: chain count");
   tiled_exclusive_scan(LoadU64{w.gap1}, changed, SatSumOp{}, uint64_t{0}, w.gap_sums, w.gap_total,
                        MakePositions{w.gap1, n, w.verdict}, stream, "apply_varint_u16_cuda: positions");
   const uint64_t blocks = std::min<uint64_t>((changed + kTileThreads - 1) / kTileThreads, 65536);
-  scatter_kernel<<<static_cast<unsigned>(blocks), kTileThreads, 0, stream>>>(
-      weights, n, w.gap1, values, values + changed, changed, delta, undo, w.verdict);
+  PULSE_LAUNCH(static_cast<unsigned>(blocks), kTileThreads, stream, scatter_kernel)
+  (weights, n, w.gap1, values, values + changed, changed, delta, undo, w.verdict);
   check_cuda(cudaGetLastError(), "apply_varint_u16_cuda: scatter");
   // The verdict, decoded on the host: the call returns after the stream reached it.
   unsigned long long verdict_host = kVerdictOk;

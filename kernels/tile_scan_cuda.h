@@ -17,6 +17,14 @@
 #include <stdexcept>
 #include <string>
 
+/// Every kernel launch of kernels/*.cu: PULSE_LAUNCH(grid, block, stream, kernel)(args...) is
+/// kernel<<<grid, block, 0, stream>>>(args...) (the kernel last: a template's commas stay in
+/// __VA_ARGS__). The CPU emulation the tests build (tests/kernels_cuda/emulation) defines it first, to run
+/// the same kernels on the host.
+#ifndef PULSE_LAUNCH
+#define PULSE_LAUNCH(grid, block, stream, ...) __VA_ARGS__<<<(grid), (block), 0, (stream)>>>
+#endif
+
 namespace pulse::kernels::cuda {
 namespace {
 
@@ -211,14 +219,14 @@ void tiled_exclusive_scan(Item item, uint64_t n, Op op, T identity, T* sums, T* 
                           cudaStream_t stream, const char* what) {
   const uint64_t tiles = tiles_of(n);
   if (tiles)
-    reduce_tiles_kernel<<<static_cast<unsigned>(tiles), kTileThreads, 0, stream>>>(item, n, op, identity,
-                                                                                   sums);
+    PULSE_LAUNCH(static_cast<unsigned>(tiles), kTileThreads, stream, reduce_tiles_kernel)
+    (item, n, op, identity, sums);
   check_cuda(cudaGetLastError(), what);
-  scan_tile_sums_kernel<<<1, kScanThreads, 0, stream>>>(sums, tiles, op, identity, total);
+  PULSE_LAUNCH(1, kScanThreads, stream, scan_tile_sums_kernel)(sums, tiles, op, identity, total);
   check_cuda(cudaGetLastError(), what);
   if (tiles)
-    scan_tiles_kernel<<<static_cast<unsigned>(tiles), kTileThreads, 0, stream>>>(item, n, op, identity, sums,
-                                                                                 consume);
+    PULSE_LAUNCH(static_cast<unsigned>(tiles), kTileThreads, stream, scan_tiles_kernel)
+    (item, n, op, identity, sums, consume);
   check_cuda(cudaGetLastError(), what);
 }
 

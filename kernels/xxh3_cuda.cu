@@ -275,15 +275,15 @@ void hash_batch(const void* const* data, const uint64_t* lens, size_t count, uin
   const auto n = static_cast<uint32_t>(count);
   if (l.total_blocks) {
     const uint64_t threads = l.total_blocks * 8;
-    contrib_many_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(
-        l.items, n, l.total_blocks, secret, l.contrib);
+    PULSE_LAUNCH(static_cast<unsigned>((threads + 255) / 256), 256, stream, contrib_many_kernel)
+    (l.items, n, l.total_blocks, secret, l.contrib);
     check_cuda(cudaGetLastError(), "xxh3_64_cuda_many: contrib_many_kernel");
   }
-  chain_many_kernel<<<static_cast<unsigned>((8 * count + 255) / 256), 256, 0, stream>>>(l.items, n, l.contrib,
-                                                                                        secret, init, l.acc);
+  PULSE_LAUNCH(static_cast<unsigned>((8 * count + 255) / 256), 256, stream, chain_many_kernel)
+  (l.items, n, l.contrib, secret, init, l.acc);
   check_cuda(cudaGetLastError(), "xxh3_64_cuda_many: chain_many_kernel");
   if (l.stage_bytes) {
-    gather_many_kernel<<<n, 256, 0, stream>>>(l.items, l.stage);
+    PULSE_LAUNCH(n, 256, stream, gather_many_kernel)(l.items, l.stage);
     check_cuda(cudaGetLastError(), "xxh3_64_cuda_many: gather_many_kernel");
   }
   std::vector<uint64_t> back(8 * count + (l.stage_bytes + 7) / 8);
@@ -426,11 +426,11 @@ uint64_t xxh3_64_cuda(const void* data, uint64_t len, void* workspace, size_t wo
   const bool aligned = (reinterpret_cast<uintptr_t>(bytes) & 7u) == 0;
   if (blocks) {
     const uint64_t threads = blocks * 8;
-    contrib_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(bytes, blocks, aligned,
-                                                                                     secret, contrib);
+    PULSE_LAUNCH(static_cast<unsigned>((threads + 255) / 256), 256, stream, contrib_kernel)
+    (bytes, blocks, aligned, secret, contrib);
     check_cuda(cudaGetLastError(), "xxh3_64_cuda: contrib_kernel");
   }
-  chain_kernel<<<1, 32, 0, stream>>>(contrib, blocks, secret, init, acc);
+  PULSE_LAUNCH(1, 32, stream, chain_kernel)(contrib, blocks, secret, init, acc);
   check_cuda(cudaGetLastError(), "xxh3_64_cuda: chain_kernel");
   const uint64_t tail_offset = xxh3_long_tail_offset(len);
   std::vector<uint8_t> tail(len - tail_offset);
