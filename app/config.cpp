@@ -195,7 +195,8 @@ void sft_fields(FieldTable& t, Config& c) {
   // sft: the loop (rl::SftConfig) and its optimizer (rl::OptimizerConfig, cosine)
   rl::SftConfig& sft = c.sft.loop;
   rl::OptimizerConfig& sft_opt = c.sft.optimizer;
-  t.add("sft", "steps", &sft.steps, "SFT warm-start optimizer steps (0 = none)",
+  t.add("sft", "steps", &sft.steps,
+        "SFT warm-start optimizer steps (0 = none; skipped when model.path is set)",
         int_range(&sft.steps, 0, kMaxI));
   t.add("sft", "batch_size", &sft.batch_size, "sequences per SFT step",
         int_range(&sft.batch_size, 1, 1 << 20));

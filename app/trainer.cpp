@@ -306,6 +306,13 @@ void Trainer::warm_start() {
     run_state_["sft_first_loss"] = stats.first_loss;
     run_state_["sft_last_loss"] = stats.last_loss;
     run_state_["sft_seconds"] = seconds_since(t0);
+  } else if (config_.sft.loop.steps > 0) {
+    // model.path (a pretrained or fine-tuned checkpoint) is the warm start; the SFT warm start exists for
+    // models built from scratch. Said, so that a given sft.steps is not silently ignored.
+    spdlog::info(
+        "SFT warm start skipped: model.path is set ({}), sft.steps = {} applies to models built from "
+        "scratch",
+        config_.model.path, config_.sft.loop.steps);
   }
   // GRPO starts from the BF16 weights (as an RL run starting from a BF16 HF checkpoint does).
   adam_ = std::make_unique<rl::MasterAdam>(*policy_, config_.optimizer);
