@@ -302,7 +302,9 @@ void transport_fields(FieldTable& t, Config& c) {
         int_range(&c.transport.port, 0, 65534));
   t.add("transport", "token_env", &c.transport.token_env, "env var holding the bearer token", any());
   t.add("transport", "token_file", &c.transport.token_file,
-        "file holding the token; none = a random token per run", any());
+        "file whose first line is the token; with neither set, `pulse run` makes a random one (its workers "
+        "are in-process) and `pulse trainer` accepts anyone (with a warning)",
+        any());
   t.add("transport", "tls_cert", &c.transport.tls_cert,
         "PEM certificate for TLS on the patch server (optional)", any());
   t.add("transport", "tls_key", &c.transport.tls_key, "PEM key for TLS on the patch server (optional)",
