@@ -3,7 +3,7 @@
 # emulation of CUDA (tests/kernels_cuda/emulation/cuda_emulation.h, force-included: a fiber per CUDA
 # thread, synchronous streams, host memory). Built wherever tests are, with or without nvcc, so that the
 # kernels' logic is checked on every machine, CI included; the real test_kernels_cuda (cmake/cuda.cmake)
-# still runs them on a GPU. CTest names get the prefix "emulated: ". x86-64 only (the fiber switch).
+# still runs them on a GPU. CTest names start with "emulated:". x86-64 only (the fiber switch).
 if(PULSE_BUILD_TESTS AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   set(_emu ${PROJECT_SOURCE_DIR}/tests/kernels_cuda/emulation)
   file(GLOB _emu_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/kernels_cuda/*.cpp)
@@ -20,6 +20,6 @@ if(PULSE_BUILD_TESTS AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
                                                             -Wno-unknown-pragmas)
   target_link_libraries(test_kernels_cuda_emulated PRIVATE pulse_catch_main pulse_sync pulse_kernels
                                                            PkgConfig::XXHASH)
-  catch_discover_tests(test_kernels_cuda_emulated WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} TEST_PREFIX "emulated: "
+  catch_discover_tests(test_kernels_cuda_emulated WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} TEST_PREFIX "emulated:"
                        PROPERTIES TIMEOUT 900)
 endif()
