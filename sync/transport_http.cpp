@@ -144,7 +144,6 @@ struct PatchServer::Impl {
 
   void install_routes() {
     auto& s = *server;
-    listen_exclusively(s);
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       count(&HttpServerStats::requests);
       if (authorize_bearer(req, res, opt.token)) return httplib::Server::HandlerResponse::Unhandled;
@@ -292,6 +291,7 @@ PatchServer::PatchServer(VersionStore& store, HttpServerOptions options)
   };
   impl_->server->set_read_timeout(static_cast<time_t>(o.read_timeout_s), usec(o.read_timeout_s));
   impl_->server->set_write_timeout(static_cast<time_t>(o.write_timeout_s), usec(o.write_timeout_s));
+  listen_exclusively(*impl_->server);
   impl_->install_routes();
 }
 
