@@ -15,14 +15,6 @@
 namespace pulse::kernels::cuda {
 namespace {
 
-// `#pragma unroll` in the functions compiled for both sides: the device pass only (the host compiler
-// does not know the pragma).
-#ifdef __CUDA_ARCH__
-#define PULSE_UNROLL _Pragma("unroll")
-#else
-#define PULSE_UNROLL
-#endif
-
 /// XXH3's default secret as 24 little-endian u64 words (every key the device needs is word-aligned:
 /// stripe s, lane i uses word s + i; the scramble uses words 16 + i).
 struct Secret {
@@ -34,20 +26,20 @@ struct Init {
   uint64_t acc[8];
 };
 
-__host__ __device__ __forceinline__ uint64_t load64(const uint8_t* p, bool aligned) {
+__device__ __forceinline__ uint64_t load64(const uint8_t* p, bool aligned) {
   if (aligned) return *reinterpret_cast<const uint64_t*>(p);
   uint64_t v = 0;
-  PULSE_UNROLL
+#pragma unroll
   for (int b = 0; b < 8; ++b) v |= static_cast<uint64_t>(p[b]) << (8 * b);
   return v;
 }
 
 /// What the 1024-byte `block` adds to accumulator `lane` over its 16 stripes (XXH3_accumulate_512:
 /// acc[i ^ 1] += data[i]; acc[i] += lo32(data[i] ^ key[i]) * hi32(data[i] ^ key[i])).
-__host__ __device__ __forceinline__ uint64_t block_contrib(const uint8_t* block, int lane, bool aligned,
-                                                           const Secret& secret) {
+__device__ __forceinline__ uint64_t block_contrib(const uint8_t* block, int lane, bool aligned,
+                                                  const Secret& secret) {
   uint64_t c = 0;
-  PULSE_UNROLL
+#pragma unroll
   for (int s = 0; s < 16; ++s) {
     const uint64_t d = load64(block + 64 * s + 8 * lane, aligned);
     const uint64_t swapped = load64(block + 64 * s + 8 * (lane ^ 1), aligned);
@@ -68,8 +60,8 @@ __global__ void __launch_bounds__(256)
 
 /// The sequential part of one lane: acc = scramble(acc + contrib[8 b + lane]) for every block b, from
 /// `acc` (the lane's initial accumulator); returns the last.
-__host__ __device__ __forceinline__ uint64_t chain(const uint64_t* contrib, uint64_t blocks, int lane,
-                                                   uint64_t acc, uint64_t key) {
+__device__ __forceinline__ uint64_t chain(const uint64_t* contrib, uint64_t blocks, int lane, uint64_t acc,
+                                          uint64_t key) {
   constexpr uint64_t kPrime32_1 = 0x9E3779B1u;
   // The chain is bound by the latency of its contrib loads, not by its few integer operations: batches
   // of kBatch blocks, the next batch's loads issued before the current batch is scrambled (double
@@ -78,22 +70,22 @@ __host__ __device__ __forceinline__ uint64_t chain(const uint64_t* contrib, uint
   uint64_t cur[kBatch], next[kBatch];
   uint64_t b = 0;
   if (blocks >= kBatch) {
-    PULSE_UNROLL
+#pragma unroll
     for (int k = 0; k < kBatch; ++k) cur[k] = contrib[static_cast<uint64_t>(k) * 8 + lane];
   }
   for (; b + kBatch <= blocks; b += kBatch) {
     const bool more = b + 2 * kBatch <= blocks;
     if (more) {
-      PULSE_UNROLL
+#pragma unroll
       for (int k = 0; k < kBatch; ++k) next[k] = contrib[(b + kBatch + k) * 8 + lane];
     }
-    PULSE_UNROLL
+#pragma unroll
     for (int k = 0; k < kBatch; ++k) {
       acc += cur[k];
       acc = ((acc ^ (acc >> 47)) ^ key) * kPrime32_1;
     }
     if (more) {
-      PULSE_UNROLL
+#pragma unroll
       for (int k = 0; k < kBatch; ++k) cur[k] = next[k];
     }
   }
@@ -127,7 +119,7 @@ struct Item {
 /// The item that holds global block b < total blocks: the last one whose first_block <= b (an item
 /// without blocks shares its first_block with the next, so the last of such a run is the one with
 /// blocks).
-__host__ __device__ __forceinline__ uint32_t item_of(const Item* items, uint32_t count, uint64_t b) {
+__device__ __forceinline__ uint32_t item_of(const Item* items, uint32_t count, uint64_t b) {
   uint32_t lo = 0, hi = count;  // invariant: items[lo].first_block <= b < items[hi].first_block
   while (hi - lo > 1) {
     const uint32_t mid = (lo + hi) / 2;
@@ -310,39 +302,12 @@ size_t xxh3_cuda_many_workspace_capped(const uint64_t* lens, size_t count, size_
 
 namespace {
 
-/// One batch of xxh3_64_many_host_emulation: contrib_many_kernel, chain_many_kernel and
-/// gather_many_kernel, thread by thread.
-void emulate_batch(const void* const* data, const uint64_t* lens, size_t count, uint64_t* hashes) {
-  const ManyLayout l = many_layout(lens, count, nullptr);
-  const std::vector<Item> items = plan_items(data, lens, count);
-  const Secret secret = device_secret();
-  const Init init = device_init();
-  const auto n = static_cast<uint32_t>(count);
-  std::vector<uint64_t> contrib(8 * l.total_blocks), acc(8 * count);
-  for (uint64_t gid = 0; gid < 8 * l.total_blocks; ++gid) {
-    const uint64_t b = gid >> 3;
-    const Item& it = items[item_of(items.data(), n, b)];
-    contrib[gid] = block_contrib(it.data + (b - it.first_block) * 1024, static_cast<int>(gid & 7),
-                                 it.aligned != 0, secret);
-  }
-  for (uint64_t gid = 0; gid < 8 * count; ++gid) {
-    const Item& it = items[gid >> 3];
-    const int lane = static_cast<int>(gid & 7);
-    acc[gid] =
-        chain(contrib.data() + 8 * it.first_block, it.blocks, lane, init.acc[lane], secret.w[16 + lane]);
-  }
-  std::vector<uint8_t> stage(l.stage_bytes);
-  for (const Item& it : items)
-    if (it.copy_bytes) std::memcpy(stage.data() + it.stage_at, it.data + it.copy_from, it.copy_bytes);
-  finish_items(items, lens, acc.data(), stage.data(), hashes);
-}
-
-/// Throws std::invalid_argument (naming `who`) for a null pointer with lens[i] > 0.
-void check_pointers(const void* const* data, const uint64_t* lens, size_t count, const char* who,
-                    const char* what) {
+/// Throws std::invalid_argument for a null pointer with lens[i] > 0.
+void check_pointers(const void* const* data, const uint64_t* lens, size_t count) {
   for (size_t i = 0; i < count; ++i)
     if (lens[i] && !data[i])
-      throw std::invalid_argument(std::string(who) + ": input " + std::to_string(i) + " is a null " + what);
+      throw std::invalid_argument("xxh3_64_cuda_many: input " + std::to_string(i) +
+                                  " is a null device pointer");
 }
 
 }  // namespace
@@ -371,19 +336,9 @@ std::vector<size_t> xxh3_cuda_many_batch_ends(const uint64_t* lens, size_t count
   return ends;
 }
 
-void xxh3_64_many_host_emulation(const void* const* data, const uint64_t* lens, size_t count,
-                                 uint64_t* hashes, size_t workspace_bytes) {
-  check_pointers(data, lens, count, "xxh3_64_many_host_emulation", "pointer");
-  size_t i = 0;
-  for (size_t end : xxh3_cuda_many_batch_ends(lens, count, workspace_bytes)) {
-    emulate_batch(data + i, lens + i, end - i, hashes + i);
-    i = end;
-  }
-}
-
 void xxh3_64_cuda_many(const void* const* data, const uint64_t* lens, size_t count, void* workspace,
                        size_t workspace_bytes, cudaStream_t stream, uint64_t* hashes) {
-  check_pointers(data, lens, count, "xxh3_64_cuda_many", "device pointer");
+  check_pointers(data, lens, count);
   const std::vector<size_t> ends = xxh3_cuda_many_batch_ends(lens, count, workspace_bytes);
   if (count && !workspace) throw std::invalid_argument("xxh3_64_cuda_many: null workspace");
   size_t i = 0;

@@ -59,16 +59,8 @@ void xxh3_64_cuda_many(const void* const* data, const uint64_t* lens, size_t cou
 /// Where xxh3_64_cuda_many cuts inputs of lengths lens[0 .. count) into batches for a workspace of
 /// `workspace_bytes`: the end index of each batch, ascending, the last == count (none for count 0).
 /// Greedy: a batch takes consecutive inputs while xxh3_cuda_many_workspace_bytes of the batch fits.
-/// Host code only. Throws std::invalid_argument when one input alone does not fit. Reentrant.
+/// Host code only (testable without a GPU). Throws std::invalid_argument when one input alone does not
+/// fit. Reentrant.
 std::vector<size_t> xxh3_cuda_many_batch_ends(const uint64_t* lens, size_t count, size_t workspace_bytes);
-
-/// The batch algorithm of xxh3_64_cuda_many run on the host, on host memory: the same batches for
-/// `workspace_bytes` (xxh3_cuda_many_batch_ends; the default: one batch), item table, block-to-input
-/// lookup, per-block contributions and chains (the device functions, compiled for the host too), the same
-/// staged bytes and finish, thread by thread in a loop. Slow; for tests on machines without a GPU (the
-/// device launches and copies themselves are not exercised). Throws std::invalid_argument for a null
-/// pointer with lens[i] > 0 or an input that does not fit the workspace. Reentrant.
-void xxh3_64_many_host_emulation(const void* const* data, const uint64_t* lens, size_t count,
-                                 uint64_t* hashes, size_t workspace_bytes = SIZE_MAX);
 
 }  // namespace pulse::kernels::cuda

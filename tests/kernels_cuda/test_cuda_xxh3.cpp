@@ -125,47 +125,42 @@ TEST_CASE("cuda xxh3 many: workspace sizes, and refusals before any device work"
       Catch::Contains("input 3 is a null device pointer"));
 }
 
-TEST_CASE("cuda xxh3 many: the batch algorithm emulated on the host equals XXH3_64bits", "[cuda][xxh3]") {
-  // No GPU needed: xxh3_64_many_host_emulation runs the batch's item table, block lookup, contributions,
-  // chains (the device functions compiled for the host) and finish on host memory.
+TEST_CASE("cuda xxh3 many: block counts around the chain's batches of 32, in one batch and in several",
+          "[cuda][xxh3]") {
+  PULSE_REQUIRE_GPU_OR_SKIP();
+  namespace kc = pulse::kernels::cuda;
   std::mt19937_64 rng(12);
   std::vector<uint8_t> data(3'000'000);
   for (auto& b : data) b = static_cast<uint8_t>(rng());
+  DeviceBuffer d(data.size());
+  to_device(d.get<uint8_t>(), data);
   // Block counts around the chain's batches of 32 (31, 32, 33, 64, 65 blocks), inputs without blocks
   // between inputs with blocks, empty inputs first, last and in the middle.
   const auto [lens, offs] = lay_out({0, 1000003, 240, 0, 241, 32 * 1024, 32 * 1024 + 1, 33 * 1024 + 1, 1024,
                                      1025, 64 * 1024 + 1, 65 * 1024 + 1, 16, 1088, 1089, 0},
                                     5, data.size());
   std::vector<const void*> ptrs;
-  for (uint64_t off : offs) ptrs.push_back(data.data() + off);
-  namespace kc = pulse::kernels::cuda;
-  // One batch, then the batches xxh3_64_cuda_many would cut for the largest input's workspace alone
-  // and for a third of the whole batch's.
+  for (uint64_t off : offs) ptrs.push_back(d.get<uint8_t>() + off);
+  // One batch, then the batches for the largest input's workspace alone and for a third of the whole's.
   const size_t all = kc::xxh3_cuda_many_workspace_bytes(lens.data(), lens.size());
   const size_t largest = kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), 1);
-  for (const size_t ws : {SIZE_MAX, largest, std::max(largest, all / 3)}) {
+  for (const size_t ws : {all, largest, std::max(largest, all / 3)}) {
     const size_t batches = kc::xxh3_cuda_many_batch_ends(lens.data(), lens.size(), ws).size();
     INFO("workspace " << ws << ": " << batches << " batches");
-    REQUIRE((ws == SIZE_MAX ? batches == 1 : batches > 1));
+    REQUIRE((ws == all ? batches == 1 : batches > 1));
+    DeviceBuffer w(ws);
     std::vector<uint64_t> got(lens.size(), 0);
-    kc::xxh3_64_many_host_emulation(ptrs.data(), lens.data(), lens.size(), got.data(), ws);
+    kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), lens.size(), w.get(), ws, nullptr, got.data());
     for (size_t i = 0; i < lens.size(); ++i) {
       INFO("input " << i << ": " << lens[i] << " bytes at offset " << offs[i]);
       REQUIRE(got[i] == XXH3_64bits(data.data() + offs[i], lens[i]));
     }
   }
-  std::vector<uint64_t> got(lens.size(), 0);
-  const size_t first_nonempty = static_cast<size_t>(
-      std::find_if(lens.begin(), lens.end(), [](uint64_t len) { return len > 0; }) - lens.begin());
-  ptrs[first_nonempty] = nullptr;
-  CHECK_THROWS_AS(
-      pulse::kernels::cuda::xxh3_64_many_host_emulation(ptrs.data(), lens.data(), lens.size(), got.data()),
-      std::invalid_argument);
 }
 
 TEST_CASE("cuda xxh3 many: batches are greedy runs of consecutive inputs that fit the workspace",
           "[cuda][xxh3]") {
-  // Host code only (xxh3_64_cuda_many and the host emulation cut their batches with it).
+  // Host code only (xxh3_64_cuda_many cuts its batches with it).
   namespace kc = pulse::kernels::cuda;
   const std::vector<uint64_t> lens = {5'000'000, 100, 0, 2'000'000, 3'000'000, 1024, 70'000, 4'000'000, 1};
   const size_t all = kc::xxh3_cuda_many_workspace_bytes(lens.data(), lens.size());
