@@ -145,8 +145,21 @@ auto reading_model_path(const Config& config, F&& fn) -> decltype(fn()) {
 }  // namespace
 
 model::ModelConfig model_config_for(const Config& config, const model::Tokenizer& tok) {
-  if (!config.model.path.empty())
-    return reading_model_path(config, [&] { return model::ModelConfig::from_hf_json(config.model.path); });
+  if (!config.model.path.empty()) {
+    model::ModelConfig mc =
+        reading_model_path(config, [&] { return model::ModelConfig::from_hf_json(config.model.path); });
+    // Every id the tokenizer can produce needs an embedding row. A tokenizer of another model fails here,
+    // naming both, instead of at the first prompt that holds an id past the embedding.
+    if (tok.vocab_size() > mc.vocab_size)
+      throw std::runtime_error(
+          (config.tokenizer.path.empty()
+               ? std::string("the tokenizer trained for this run (tokenizer.path = \"\")")
+               : "tokenizer.path '" + config.tokenizer.path + "'") +
+          " has " + std::to_string(tok.vocab_size()) + " pieces, but model.path '" + config.model.path +
+          "' has vocab_size " + std::to_string(mc.vocab_size) +
+          " (its config.json): set tokenizer.path to the model's own tokenizer");
+    return mc;
+  }
   model::ModelConfig mc;
   if (config.model.config.empty()) {
     mc = model::tiny_llama_config();

@@ -45,7 +45,9 @@ std::unique_ptr<model::Tokenizer> prepare_tokenizer(const Config& config, const 
                                                     const std::string& trained_path, std::string* path_used);
 
 /// model.config (or the embedded tiny Llama when it is "") with vocab_size, bos and eos set from the
-/// tokenizer when the model is fresh (model.path = "").
+/// tokenizer when the model is fresh (model.path = ""); with model.path, that checkpoint's config.json.
+/// Throws std::runtime_error naming model.path when its config.json cannot be read, and naming both
+/// when the tokenizer has more pieces than the checkpoint's vocab_size (ids without an embedding).
 model::ModelConfig model_config_for(const Config& config, const model::Tokenizer& tok);
 
 /// kBFloat16 or kFloat32 from model.dtype.
