@@ -18,10 +18,11 @@ namespace {
 /// Bytes ahead of the scan, on each side, that the SIMD kernels prefetch into L1 (prefetch never faults:
 /// past a tensor's end it is a no-op). Without it the reads were not overlapped with the emission: the
 /// AVX2 kernel took 1.55 ms per 8 M elements with both sides in cache, a plain read of both sides from
-/// DRAM 1.0 ms, the kernel from DRAM 2.2-2.5 ms (1 thread, 7% changed). Measured in one
-/// process, interleaved, the synthetic Adam workload of 20 M elements, 2 threads, whole encode_patch on
-/// the AMD EPYC with AVX-512: AVX2 kernel 19-25% less median time (7%, delta and absolute) and 17-18% (1%),
-/// best of 150 4-13% less; AVX-512 kernel 5-9% less median. 2048 and 4096 bytes measured alike.
+/// DRAM 1.0 ms, the kernel from DRAM 1.9-2.5 ms (1 thread, 7% changed). Measured in one process,
+/// interleaved, the synthetic Adam workload of 20 M elements, 2 threads, whole encode_patch on an AMD
+/// EPYC with AVX-512 (AVX2 forced): AVX2 kernel 20-25% less median time (7%, delta and absolute) and
+/// 17-18% (1%), best of 150 4-21% less; AVX-512 kernel 4-9% less median. 2048 and 4096 bytes measured
+/// alike.
 constexpr uint64_t kScanPrefetchBytes = 4096;
 
 /// Prefetches the two 64-byte lines of each side that lie kScanPrefetchBytes past p and q.
