@@ -155,7 +155,7 @@ void register_generate_command(CLI::App& root) {
   auto* cmd = root.add_subcommand(
       "generate",
       "continue one prompt with an HF checkpoint folder (sanity-check a model); --json prints "
-      "{\"ids\", \"text\"}");
+      "{\"ids\", \"text\", \"prompt_ids\", \"finish\"}");
   cmd->add_option("--model", o->model_dir, "HF folder: config.json + model.safetensors (+ a tokenizer)")
       ->required();
   auto* text =
