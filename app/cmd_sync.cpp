@@ -157,6 +157,12 @@ void cmd_inspect(const SyncCliOptions& o) {
     << " chunks of at most " << info.chunk_bytes << ", zstd level " << info.zstd_level << ")\n";
   if (patch.size() != info.total_bytes)
     s << "  WARNING: file holds " << patch.size() << " bytes, header promises " << info.total_bytes << "\n";
+  // The header alone says nothing of the payload: a flipped payload byte would print as a sound patch.
+  const std::string damaged = sync::check_patch_payload(patch.data(), patch.size());
+  if (damaged.empty())
+    s << "  payload        every chunk's checksum and size check out\n";
+  else
+    s << "  WARNING: payload damaged: " << damaged << "\n";
   s << "  " << std::left << std::setw(48) << "tensor" << std::setw(6) << "dtype" << std::right
     << std::setw(14) << "elements" << std::setw(12) << "changed" << std::setw(10) << "density" << std::setw(8)
     << "index" << std::setw(12) << "index B" << std::setw(12) << "value B"
@@ -268,8 +274,10 @@ void register_sync_commands(CLI::App& root) {
   apply->add_option("--threads", o->threads, "threads (0 = all cores)")->capture_default_str();
   apply->callback([o] { cmd_apply(*o); });
 
-  auto* inspect =
-      sync_cmd->add_subcommand("inspect", "print a patch's versions, tensors, density and stream sizes");
+  auto* inspect = sync_cmd->add_subcommand(
+      "inspect",
+      "print a patch's versions, tensors, density and stream sizes; checks its payload's "
+      "chunk checksums (warns, exit 0)");
   inspect->add_option("patch", o->patch, "patch file")->required()->check(CLI::ExistingFile);
   inspect->callback([o] { cmd_inspect(*o); });
 

@@ -199,6 +199,16 @@ TEST_CASE("a corrupt patch fails apply naming the file and the byte offset", "[a
   CHECK(r.code == 0);
   CHECK(contains(r.err, "WARNING"));
   CHECK(contains(r.err, "checksum"));
+  // inspect reads the header, which is intact, and still says the payload is not.
+  r = pulse_cli({"sync", "inspect", corrupt});
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "WARNING: payload damaged"));
+  CHECK(contains(r.out, "offset"));
+  CHECK_FALSE(contains(r.out, "check out"));
+  r = pulse_cli({"sync", "inspect", patch});
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "every chunk's checksum and size check out"));
+  CHECK_FALSE(contains(r.out, "WARNING"));
 }
 
 TEST_CASE("pulse sync apply on the target says OUT was written; a run step folder gets a hint",
