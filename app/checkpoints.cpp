@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/checkpoint_manifest.h"
 #include "app/run_files.h"
 #include "model/checkpoint.h"
 #include "rl/optimizer.h"
@@ -110,6 +111,7 @@ void save_checkpoint(const std::string& run_dir, int64_t step, const model::Tran
   st.policy_version = extras.policy_version;
   rl::save_train_state(dir + "/state", opt, st);
   if (extras.write_files) extras.write_files(dir);
+  write_checkpoint_manifest(dir);  // last: it describes every file above
   sync::fsync_dir(dir);
   install_dir(dir, final_dir, final_dir + ".aside-" + pid);
   sync::fsync_dir(root);
@@ -124,13 +126,51 @@ void save_checkpoint(const std::string& run_dir, int64_t step, const model::Tran
 CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::MasterAdam& opt,
                                  const model::TransformerImpl& model, int64_t* step_out) {
   const std::string dir = checkpoint_dir(run_dir, step);
+  // Every file against the manifest first: a changed optimizer state, train state or DiLoCo outer state
+  // cannot be rebuilt, so it stops the resume before anything is loaded; the HF model (derived from the
+  // masters) is rewritten below instead.
+  bool model_damaged = false, has_manifest = false;
+  std::string problems;
+  for (const ManifestMismatch& m : check_checkpoint_manifest(dir, &has_manifest)) {
+    if (m.file.rfind("model/", 0) == 0) {
+      spdlog::warn("{}/{}: {}: the HF model is rewritten from the restored master weights", dir, m.file,
+                   m.problem);
+      model_damaged = true;
+    } else {
+      problems += "\n  " + dir + "/" + m.file + ": " + m.problem;
+    }
+  }
+  if (!problems.empty()) {
+    // The newest older checkpoint (pruning keeps two), to resume from instead.
+    int64_t older = -1;
+    for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints")) {
+      const std::string name = e.path().filename().string();
+      if (e.is_directory() && is_checkpoint_name(name)) {
+        const int64_t s = std::stoll(name.substr(5));
+        if (s < step) older = std::max(older, s);
+      }
+    }
+    const std::string fallback = older < 0 ? "(there is no older checkpoint to resume from)"
+                                           : "or resume from " + checkpoint_dir(run_dir, older) + " (write " +
+                                                 std::to_string(older) + " into " + run_dir +
+                                                 "/checkpoints/LATEST)";
+    throw std::runtime_error("checkpoint " + dir + " was changed or damaged after it was saved (" +
+                             kCheckpointManifest + " disagrees):" + problems + "\nrestore these files " +
+                             fallback);
+  }
   rl::TrainState st = rl::load_train_state(dir + "/state", opt);
   // Resuming never reads the HF model (the masters are the state), so a damaged one would stay broken.
-  try {
-    (void)sync::Checkpoint::open(dir + "/model");
-  } catch (const std::exception& e) {
-    spdlog::warn("{}/model does not open ({}): rewritten from the restored master weights", dir, e.what());
+  if (!model_damaged) {
+    try {
+      (void)sync::Checkpoint::open(dir + "/model");
+    } catch (const std::exception& e) {
+      spdlog::warn("{}/model does not open ({}): rewritten from the restored master weights", dir, e.what());
+      model_damaged = true;
+    }
+  }
+  if (model_damaged) {
     model::save_hf_checkpoint(model, dir + "/model");
+    if (has_manifest) write_checkpoint_manifest(dir);  // the rewritten files' hashes
   }
   CheckpointExtras x;
   x.data_cursor = st.data_cursor;

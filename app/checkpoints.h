@@ -1,4 +1,5 @@
-// A run's checkpoints: RUN_DIR/checkpoints/step-NNNNNN/{model/, state/, pending_rollouts.json} and
+// A run's checkpoints: RUN_DIR/checkpoints/step-NNNNNN/{model/, state/, pending_rollouts.json,
+// MANIFEST.json (every file's size and hash: app/checkpoint_manifest.h)} and
 // RUN_DIR/checkpoints/LATEST naming the newest complete one. A checkpoint is written into a staging folder
 // (step-NNNNNN.partial-PID, every file atomically: temp file, fsync, rename), which is then renamed into
 // place, and LATEST last, so a crash at any point leaves the previous checkpoint usable and no step-NNNNNN
@@ -43,10 +44,13 @@ void save_checkpoint(const std::string& run_dir, int64_t step, const model::Tran
                      const rl::MasterAdam& opt, const CheckpointExtras& extras);
 
 /// Loads checkpoint `step` into `opt` (and so `model`, the model `opt` trains); returns its step and
-/// extras. The HF model folder (the run's deliverable, derived from the masters) is checked too: one
-/// that no longer opens (e.g. a model.safetensors cut short outside pulse) is rewritten from the restored
-/// weights, with a warning, instead of staying broken. Throws std::runtime_error naming the file on a
-/// missing or malformed optimizer/train state.
+/// extras. Every file is first checked against the checkpoint's MANIFEST.json (checkpoints written before
+/// manifests existed have none and are not checked). The HF model folder (the run's deliverable, derived
+/// from the masters) is checked too: one that differs from the manifest or no longer opens (e.g. a
+/// model.safetensors cut short outside pulse) is rewritten from the restored weights, with a warning,
+/// instead of staying broken (and the manifest updated). Throws std::runtime_error naming the files, their
+/// hashes and the newest older checkpoint when any other file differs from the manifest (nothing is
+/// loaded then), and naming the file on a missing or malformed optimizer/train state or manifest.
 CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::MasterAdam& opt,
                                  const model::TransformerImpl& model, int64_t* step_out);
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "app/checkpoint_manifest.h"
 #include "app/checkpoints.h"
 #include "model/transformer.h"
 #include "rl/optimizer.h"
@@ -102,4 +103,101 @@ TEST_CASE("resuming rewrites a checkpoint's damaged HF model from the restored m
   const auto before = fs::last_write_time(file);
   app::load_checkpoint(run.path, 2, other_opt, *other, &step);
   CHECK(fs::last_write_time(file) == before);
+}
+
+namespace {
+/// Flips one bit of the file at `path`, `from_end` bytes before its end (in the tensor data, past the
+/// safetensors header: the file still opens).
+void flip_bit(const std::string& path, size_t from_end) {
+  std::string bytes = sync::read_file(path);
+  REQUIRE(bytes.size() > from_end);
+  bytes[bytes.size() - 1 - from_end] ^= 0x10;
+  sync::write_file_atomic(path, bytes);
+}
+}  // namespace
+
+TEST_CASE("resuming checks every checkpoint file against its manifest", "[checkpoint][resume]") {
+  ScopedTempDir run("pulse-ckpt-manifest");
+  torch::manual_seed(8);
+  model::Transformer policy(test::tiny_llama(50), torch::kFloat32);
+  rl::MasterAdam opt(*policy, rl::OptimizerConfig{});
+  app::CheckpointExtras x;
+  x.write_files = [](const std::string& dir) {
+    sync::write_file_atomic(dir + "/outer.txt", std::string("outer state"));
+  };
+  app::save_checkpoint(run.path, 1, *policy, opt, x);
+  app::save_checkpoint(run.path, 2, *policy, opt, x);
+  const std::string dir = app::checkpoint_dir(run.path, 2);
+  bool has = false;
+  CHECK(app::check_checkpoint_manifest(dir, &has).empty());
+  CHECK(has);
+  const std::string manifest = sync::read_file(dir + "/MANIFEST.json");
+  CHECK(manifest.find("\"state/optimizer.safetensors\"") != std::string::npos);
+  CHECK(manifest.find("\"model/model.safetensors\"") != std::string::npos);
+  CHECK(manifest.find("\"outer.txt\"") != std::string::npos);
+
+  torch::manual_seed(9);
+  model::Transformer other(test::tiny_llama(50), torch::kFloat32);
+  rl::MasterAdam other_opt(*other, rl::OptimizerConfig{});
+  int64_t step = -1;
+
+  SECTION("a flipped bit in the optimizer state stops the resume, naming the file and the older step") {
+    const std::string file = dir + "/state/optimizer.safetensors";
+    flip_bit(file, 5);
+    CHECK(sync::Checkpoint::open(file).tensors().size() > 0);  // still a well-formed safetensors file
+    const auto mismatches = app::check_checkpoint_manifest(dir);
+    REQUIRE(mismatches.size() == 1);
+    CHECK(mismatches[0].file == "state/optimizer.safetensors");
+    try {
+      app::load_checkpoint(run.path, 2, other_opt, *other, &step);
+      FAIL("a damaged optimizer state was loaded");
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      CHECK(what.find(file) != std::string::npos);
+      CHECK(what.find("MANIFEST.json") != std::string::npos);
+      CHECK(what.find(app::checkpoint_dir(run.path, 1)) != std::string::npos);
+    }
+    CHECK(step == -1);
+    // The older checkpoint still loads.
+    app::load_checkpoint(run.path, 1, other_opt, *other, &step);
+    CHECK(step == 1);
+  }
+
+  SECTION("a changed DiLoCo outer-state file stops it too, and a missing one") {
+    sync::write_file_atomic(dir + "/outer.txt", std::string("outer statf"));
+    CHECK_THROWS_WITH(app::load_checkpoint(run.path, 2, other_opt, *other, &step),
+                      Catch::Contains("outer.txt") && Catch::Contains("over 11 bytes"));
+    fs::remove(dir + "/outer.txt");
+    CHECK_THROWS_WITH(app::load_checkpoint(run.path, 2, other_opt, *other, &step),
+                      Catch::Contains("outer.txt: missing"));
+  }
+
+  SECTION("a flipped bit in the HF model is repaired from the restored masters") {
+    const std::string file = dir + "/model/model.safetensors";
+    const std::string intact = sync::read_file(file);
+    flip_bit(file, 3);
+    CHECK_NOTHROW(sync::Checkpoint::open(dir + "/model"));  // opens: only the manifest sees it
+    app::load_checkpoint(run.path, 2, other_opt, *other, &step);
+    CHECK(step == 2);
+    CHECK(sync::read_file(file) == intact);
+    CHECK(app::check_checkpoint_manifest(dir).empty());
+  }
+
+  SECTION("a checkpoint saved before manifests existed still loads; a malformed manifest is named") {
+    fs::remove(dir + "/MANIFEST.json");
+    CHECK(app::check_checkpoint_manifest(dir, &has).empty());
+    CHECK_FALSE(has);
+    app::load_checkpoint(run.path, 2, other_opt, *other, &step);
+    CHECK(step == 2);
+    sync::write_file_atomic(dir + "/MANIFEST.json",
+                            std::string(R"({"format":"pulse-checkpoint-manifest-v1","files":{"../x":)"
+                                        R"({"bytes":1,"xxh3":"0000000000000000"}}})"));
+    CHECK_THROWS_WITH(app::check_checkpoint_manifest(dir),
+                      Catch::Contains("MANIFEST.json") && Catch::Contains("not a path inside"));
+    sync::write_file_atomic(dir + "/MANIFEST.json",
+                            std::string(R"({"format":"pulse-checkpoint-manifest-v1","files":{"outer.txt":)"
+                                        R"({"bytes":11,"xxh3":"zz"}}})"));
+    CHECK_THROWS_WITH(app::check_checkpoint_manifest(dir),
+                      Catch::Contains("files.\"outer.txt\"") && Catch::Contains("16 hex digits"));
+  }
 }

@@ -1,0 +1,107 @@
+#include "app/checkpoint_manifest.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "app/run_files.h"
+#include "sync/hash.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace pulse::app {
+
+namespace {
+constexpr const char* kFormat = "pulse-checkpoint-manifest-v1";
+
+struct FileDigest {
+  uint64_t bytes = 0;
+  uint64_t xxh3 = 0;
+};
+
+/// Size and XXH3-64 of the file at `path`, read in 4 MiB pieces.
+FileDigest digest_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open to hash it");
+  constexpr size_t kPiece = 4u << 20;
+  const auto buf = std::make_unique<char[]>(kPiece);
+  auto stream = std::make_unique<sync::Xxh3Stream>();  // 1 KiB of state: off the stack
+  FileDigest d;
+  while (in) {
+    in.read(buf.get(), kPiece);
+    const auto got = static_cast<size_t>(in.gcount());
+    if (got == 0) break;
+    stream->update(buf.get(), got);
+    d.bytes += got;
+  }
+  if (in.bad()) throw std::runtime_error(path.string() + ": read error while hashing it");
+  d.xxh3 = stream->digest();
+  return d;
+}
+
+std::string describe(const FileDigest& d) {
+  return "xxh3 " + sync::hash_hex(d.xxh3) + " over " + std::to_string(d.bytes) + " bytes";
+}
+}  // namespace
+
+void write_checkpoint_manifest(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const std::string rel = fs::relative(e.path(), dir).generic_string();
+    if (rel != kCheckpointManifest) files.push_back(rel);
+  }
+  std::sort(files.begin(), files.end());
+  json listed = json::object();
+  for (const auto& rel : files) {
+    const FileDigest d = digest_file(fs::path(dir) / rel);
+    listed[rel] = {{"bytes", d.bytes}, {"xxh3", sync::hash_hex(d.xxh3)}};
+  }
+  write_json_atomic(dir + "/" + kCheckpointManifest, json{{"format", kFormat}, {"files", listed}});
+}
+
+std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, bool* has_manifest) {
+  const std::string path = dir + "/" + kCheckpointManifest;
+  const bool exists = fs::exists(path);
+  if (has_manifest) *has_manifest = exists;
+  if (!exists) return {};
+  const json m = read_json(path);  // throws naming the path on bad JSON
+  if (!m.is_object() || m.value("format", std::string()) != kFormat)
+    throw std::runtime_error(path + ": field \"format\" must be \"" + std::string(kFormat) + "\"");
+  if (!m.contains("files") || !m["files"].is_object())
+    throw std::runtime_error(path + ": field \"files\" must be an object");
+  std::vector<ManifestMismatch> out;
+  for (const auto& [rel, entry] : m["files"].items()) {
+    const fs::path p = fs::path(rel).lexically_normal();
+    if (rel.empty() || p.is_absolute() || *p.begin() == "..")
+      throw std::runtime_error(path + ": files: \"" + rel + "\" is not a path inside the checkpoint");
+    FileDigest want;
+    try {
+      want.bytes = entry.at("bytes").get<uint64_t>();
+      const std::string hex = entry.at("xxh3").get<std::string>();
+      if (hex.size() != 16 || !std::all_of(hex.begin(), hex.end(), [](char c) {
+            return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+          }))
+        throw std::invalid_argument("xxh3 is not 16 hex digits");
+      want.xxh3 = std::stoull(hex, nullptr, 16);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ": files.\"" + rel + "\": bad or missing bytes/xxh3: " + e.what());
+    }
+    const fs::path file = fs::path(dir) / p;
+    if (!fs::is_regular_file(file)) {
+      out.push_back({rel, "missing; the manifest recorded " + describe(want)});
+      continue;
+    }
+    const FileDigest got = digest_file(file);
+    if (got.bytes != want.bytes || got.xxh3 != want.xxh3)
+      out.push_back({rel, describe(got) + ", the manifest recorded " + describe(want)});
+  }
+  return out;
+}
+
+}  // namespace pulse::app
