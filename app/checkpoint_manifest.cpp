@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "app/run_files.h"
+#include "sync/atomic_file.h"
 #include "sync/hash.h"
 
 namespace fs = std::filesystem;
@@ -47,22 +48,51 @@ FileDigest digest_file(const fs::path& path) {
 std::string describe(const FileDigest& d) {
   return "xxh3 " + sync::hash_hex(d.xxh3) + " over " + std::to_string(d.bytes) + " bytes";
 }
+
+json entry_of(const FileDigest& d) {
+  return {{"bytes", d.bytes}, {"xxh3", sync::hash_hex(d.xxh3)}};
+}
+
+/// Writes `files` (relative path -> entry) as dir/MANIFEST.json, atomically.
+void write_manifest(const std::string& dir, const json& files) {
+  const std::string path = dir + "/" + kCheckpointManifest;
+  std::string text;
+  try {
+    text = json{{"format", kFormat}, {"files", files}}.dump(1);
+  } catch (const json::exception& e) {  // a file name that is not UTF-8
+    throw std::runtime_error(path + ": cannot write: " + e.what());
+  }
+  sync::write_file_atomic(path, text + "\n");
+}
+
+/// The manifest at `path`, its format and "files" object checked. Throws std::runtime_error naming it.
+json read_manifest(const std::string& path) {
+  json m = read_json(path);  // throws naming the path on bad JSON
+  if (!m.is_object() || m.value("format", std::string()) != kFormat)
+    throw std::runtime_error(path + ": field \"format\" must be \"" + std::string(kFormat) + "\"");
+  if (!m.contains("files") || !m["files"].is_object())
+    throw std::runtime_error(path + ": field \"files\" must be an object");
+  return m;
+}
 }  // namespace
 
 void write_checkpoint_manifest(const std::string& dir) {
   std::vector<std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     if (!e.is_regular_file()) continue;
-    const std::string rel = fs::relative(e.path(), dir).generic_string();
+    // Named by where it lies in the folder (a symlink by its own name, not its target's).
+    const std::string rel = e.path().lexically_relative(dir).generic_string();
     if (rel != kCheckpointManifest) files.push_back(rel);
   }
-  std::sort(files.begin(), files.end());
   json listed = json::object();
-  for (const auto& rel : files) {
-    const FileDigest d = digest_file(fs::path(dir) / rel);
-    listed[rel] = {{"bytes", d.bytes}, {"xxh3", sync::hash_hex(d.xxh3)}};
-  }
-  write_json_atomic(dir + "/" + kCheckpointManifest, json{{"format", kFormat}, {"files", listed}});
+  for (const auto& rel : files) listed[rel] = entry_of(digest_file(fs::path(dir) / rel));
+  write_manifest(dir, listed);
+}
+
+void update_checkpoint_manifest(const std::string& dir, const std::vector<std::string>& files) {
+  json m = read_manifest(dir + "/" + kCheckpointManifest);
+  for (const auto& rel : files) m["files"][rel] = entry_of(digest_file(fs::path(dir) / rel));
+  write_manifest(dir, m["files"]);
 }
 
 std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, bool* has_manifest) {
@@ -70,16 +100,15 @@ std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, 
   const bool exists = fs::exists(path);
   if (has_manifest) *has_manifest = exists;
   if (!exists) return {};
-  const json m = read_json(path);  // throws naming the path on bad JSON
-  if (!m.is_object() || m.value("format", std::string()) != kFormat)
-    throw std::runtime_error(path + ": field \"format\" must be \"" + std::string(kFormat) + "\"");
-  if (!m.contains("files") || !m["files"].is_object())
-    throw std::runtime_error(path + ": field \"files\" must be an object");
+  const json m = read_manifest(path);
   std::vector<ManifestMismatch> out;
   for (const auto& [rel, entry] : m["files"].items()) {
+    // Only the plain form that write_checkpoint_manifest writes: "model/../state/x" would be checked
+    // as the state but classed by its "model/" prefix.
     const fs::path p = fs::path(rel).lexically_normal();
-    if (rel.empty() || p.is_absolute() || *p.begin() == "..")
-      throw std::runtime_error(path + ": files: \"" + rel + "\" is not a path inside the checkpoint");
+    if (rel.empty() || p.is_absolute() || *p.begin() == ".." || p.generic_string() != rel)
+      throw std::runtime_error(path + ": files: \"" + rel +
+                               "\" is not a plain relative path inside the checkpoint");
     FileDigest want;
     try {
       want.bytes = entry.at("bytes").get<uint64_t>();
@@ -93,11 +122,23 @@ std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, 
       throw std::runtime_error(path + ": files.\"" + rel + "\": bad or missing bytes/xxh3: " + e.what());
     }
     const fs::path file = fs::path(dir) / p;
-    if (!fs::is_regular_file(file)) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(file, ec);
+    if (!fs::exists(st)) {
       out.push_back({rel, "missing; the manifest recorded " + describe(want)});
       continue;
     }
-    const FileDigest got = digest_file(file);
+    if (!fs::is_regular_file(st)) {
+      out.push_back({rel, "not a regular file; the manifest recorded " + describe(want)});
+      continue;
+    }
+    FileDigest got;
+    try {
+      got = digest_file(file);
+    } catch (const std::exception& e) {
+      out.push_back({rel, std::string(e.what()) + "; the manifest recorded " + describe(want)});
+      continue;
+    }
     if (got.bytes != want.bytes || got.xxh3 != want.xxh3)
       out.push_back({rel, describe(got) + ", the manifest recorded " + describe(want)});
   }

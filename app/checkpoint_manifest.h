@@ -1,7 +1,8 @@
 // A checkpoint's MANIFEST.json: the size and XXH3-64 content hash of every file the save wrote, so that
 // resuming notices a file that changed after the save (a flipped bit on disk, a partial copy, an edit)
 // instead of training on from wrong masters or moments. Written last into the staging folder, before the
-// folder is renamed into place (app/checkpoints.h), so it always describes the files beside it.
+// folder is renamed into place (app/checkpoints.h), so it always describes the files beside it; a resume
+// that rewrites a damaged HF model updates the model's entries in place (atomically).
 //   {"format": "pulse-checkpoint-manifest-v1",
 //    "files": {"model/model.safetensors": {"bytes": 123, "xxh3": "0123456789abcdef"}, ...}}
 // Paths are relative to the checkpoint folder, '/'-separated, sorted; the manifest does not list itself.
@@ -15,10 +16,15 @@ namespace pulse::app {
 /// The manifest's file name inside a checkpoint folder.
 inline constexpr const char* kCheckpointManifest = "MANIFEST.json";
 
-/// Hashes every regular file under `dir` (recursively; MANIFEST.json itself excluded) and writes
+/// Hashes every regular file under `dir` (recursively; a symlink to a file is listed under its own name
+/// and hashed through it; folders are not listed; MANIFEST.json itself excluded) and writes
 /// dir/MANIFEST.json atomically (temp file, fsync, rename). Throws std::runtime_error naming the file that
-/// cannot be read or written. Reads each file once (sync::xxh3_64 over 4 MiB pieces).
+/// cannot be read or written. Reads each file once (sync::Xxh3Stream over 4 MiB pieces).
 void write_checkpoint_manifest(const std::string& dir);
+
+/// Re-hashes `files` (paths relative to `dir`) into the existing dir/MANIFEST.json, keeping every other
+/// entry as recorded, and writes it atomically. Throws std::runtime_error naming the manifest or file.
+void update_checkpoint_manifest(const std::string& dir, const std::vector<std::string>& files);
 
 /// One file that does not match what the manifest recorded.
 struct ManifestMismatch {
@@ -29,8 +35,9 @@ struct ManifestMismatch {
 /// Checks every file the manifest of `dir` lists against its recorded size and hash (files the manifest
 /// does not list are ignored). Returns the mismatches, empty when all match. Sets *has_manifest (when
 /// given) to whether dir/MANIFEST.json exists; without one (a checkpoint saved before manifests existed)
-/// nothing is checked and the result is empty. Throws std::runtime_error naming MANIFEST.json and the field
-/// when the manifest itself is malformed (bad JSON, wrong format, a path outside the folder).
+/// nothing is checked and the result is empty. A listed file that is missing, not a regular file or
+/// unreadable is a mismatch. Throws std::runtime_error naming MANIFEST.json and the field when the
+/// manifest itself is malformed (bad JSON, wrong format, a path that is not plain and inside the folder).
 std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, bool* has_manifest = nullptr);
 
 }  // namespace pulse::app

@@ -59,10 +59,21 @@ int64_t latest_checkpoint(const std::string& run_dir) {
 }
 
 namespace {
-/// Whether `name` is a complete checkpoint folder's name: "step-" and six or more digits, nothing else.
+/// Whether `name` is a complete checkpoint folder's name: "step-" and 6 to 18 digits, nothing else.
 bool is_checkpoint_name(const std::string& name) {
-  if (name.rfind("step-", 0) != 0 || name.size() < 11) return false;
+  if (name.rfind("step-", 0) != 0 || name.size() < 11 || name.size() > 23) return false;
   return std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// The steps of the complete checkpoints in `root` (RUN_DIR/checkpoints), ascending.
+std::vector<int64_t> checkpoint_steps(const std::string& root) {
+  std::vector<int64_t> steps;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && is_checkpoint_name(name)) steps.push_back(std::stoll(name.substr(5)));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
 }
 
 /// Puts the complete folder `staged` at `final_dir`. A folder already there (the same step saved again)
@@ -116,11 +127,9 @@ void save_checkpoint(const std::string& run_dir, int64_t step, const model::Tran
   install_dir(dir, final_dir, final_dir + ".aside-" + pid);
   sync::fsync_dir(root);
   sync::write_file_atomic(root + "/LATEST", std::to_string(step) + "\n");
-  std::vector<fs::path> old;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && is_checkpoint_name(e.path().filename().string())) old.push_back(e.path());
-  std::sort(old.begin(), old.end());
-  for (size_t i = 0; i + 2 < old.size(); ++i) fs::remove_all(old[i]);
+  // By step number: as names, step-1000000 would sort before step-999999.
+  const std::vector<int64_t> steps = checkpoint_steps(root);
+  for (size_t i = 0; i + 2 < steps.size(); ++i) fs::remove_all(checkpoint_dir(run_dir, steps[i]));
 }
 
 CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::MasterAdam& opt,
@@ -143,21 +152,19 @@ CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::M
   if (!problems.empty()) {
     // The newest older checkpoint (pruning keeps two), to resume from instead.
     int64_t older = -1;
-    for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints")) {
-      const std::string name = e.path().filename().string();
-      if (e.is_directory() && is_checkpoint_name(name)) {
-        const int64_t s = std::stoll(name.substr(5));
-        if (s < step) older = std::max(older, s);
-      }
-    }
+    for (int64_t s : checkpoint_steps(run_dir + "/checkpoints"))
+      if (s < step) older = s;
     const std::string fallback = older < 0 ? "(there is no older checkpoint to resume from)"
-                                           : "or resume from " + checkpoint_dir(run_dir, older) + " (write " +
-                                                 std::to_string(older) + " into " + run_dir +
-                                                 "/checkpoints/LATEST)";
+                                           : "or resume from " + checkpoint_dir(run_dir, older) + " (move " +
+                                                 dir + " aside and write " + std::to_string(older) +
+                                                 " into " + run_dir + "/checkpoints/LATEST)";
     throw std::runtime_error("checkpoint " + dir + " was changed or damaged after it was saved (" +
                              kCheckpointManifest + " disagrees):" + problems + "\nrestore these files " +
                              fallback);
   }
+  if (!has_manifest)
+    spdlog::warn("{}: no {} (saved by an older pulse, or the file was lost): its files are not checked", dir,
+                 kCheckpointManifest);
   rl::TrainState st = rl::load_train_state(dir + "/state", opt);
   // Resuming never reads the HF model (the masters are the state), so a damaged one would stay broken.
   if (!model_damaged) {
@@ -170,7 +177,8 @@ CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::M
   }
   if (model_damaged) {
     model::save_hf_checkpoint(model, dir + "/model");
-    if (has_manifest) write_checkpoint_manifest(dir);  // the rewritten files' hashes
+    // The rewritten files' hashes; every other entry stays as recorded (and checked above).
+    if (has_manifest) update_checkpoint_manifest(dir, {"model/config.json", "model/model.safetensors"});
   }
   CheckpointExtras x;
   x.data_cursor = st.data_cursor;

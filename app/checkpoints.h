@@ -36,7 +36,8 @@ struct CheckpointExtras {
   std::function<void(const std::string& dir)> write_files;
 };
 
-/// Writes checkpoint `step` (HF safetensors model, optimizer + train state, pending rollouts) whole, then
+/// Writes checkpoint `step` (HF safetensors model, optimizer + train state, pending rollouts, the files of
+/// extras.write_files, then MANIFEST.json over all of them) whole, then
 /// LATEST; a checkpoint of the same step already there is replaced atomically (renameat2 exchange where the
 /// filesystem has it); checkpoints older than the newest two are removed. Throws std::runtime_error (or
 /// std::filesystem::filesystem_error) naming the path.
@@ -48,9 +49,10 @@ void save_checkpoint(const std::string& run_dir, int64_t step, const model::Tran
 /// manifests existed have none and are not checked). The HF model folder (the run's deliverable, derived
 /// from the masters) is checked too: one that differs from the manifest or no longer opens (e.g. a
 /// model.safetensors cut short outside pulse) is rewritten from the restored weights, with a warning,
-/// instead of staying broken (and the manifest updated). Throws std::runtime_error naming the files, their
-/// hashes and the newest older checkpoint when any other file differs from the manifest (nothing is
-/// loaded then), and naming the file on a missing or malformed optimizer/train state or manifest.
+/// instead of staying broken (and its manifest entries updated); a missing manifest is logged. Throws
+/// std::runtime_error naming the files, their hashes and the newest older checkpoint when any other file
+/// differs from the manifest (nothing is loaded then), and naming the file on a missing or malformed
+/// optimizer/train state or manifest.
 CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::MasterAdam& opt,
                                  const model::TransformerImpl& model, int64_t* step_out);
 

@@ -158,9 +158,12 @@ TEST_CASE("resuming checks every checkpoint file against its manifest", "[checkp
       CHECK(what.find(app::checkpoint_dir(run.path, 1)) != std::string::npos);
     }
     CHECK(step == -1);
+    // Nothing was loaded: `other` keeps its own masters.
+    CHECK_FALSE(torch::equal(other_opt.master_tensors()[0], opt.master_tensors()[0]));
     // The older checkpoint still loads.
     app::load_checkpoint(run.path, 1, other_opt, *other, &step);
     CHECK(step == 1);
+    CHECK(torch::equal(other_opt.master_tensors()[0], opt.master_tensors()[0]));
   }
 
   SECTION("a changed DiLoCo outer-state file stops it too, and a missing one") {
@@ -183,17 +186,42 @@ TEST_CASE("resuming checks every checkpoint file against its manifest", "[checkp
     CHECK(app::check_checkpoint_manifest(dir).empty());
   }
 
+  SECTION("after a repair the manifest holds the rewritten files' hashes, other entries as recorded") {
+    // A wrong recorded hash for model/config.json: the model is rewritten and its entry corrected.
+    const std::string bad_hash = "0123456789abcdef";
+    std::string text = manifest;
+    const size_t at = text.find("\"xxh3\"", text.find("\"model/config.json\""));
+    REQUIRE(at != std::string::npos);
+    const size_t q = text.find('"', text.find(':', at) + 1);
+    text.replace(q + 1, 16, bad_hash);
+    sync::write_file_atomic(dir + "/MANIFEST.json", text);
+    REQUIRE(app::check_checkpoint_manifest(dir).size() == 1);
+    app::load_checkpoint(run.path, 2, other_opt, *other, &step);
+    CHECK(app::check_checkpoint_manifest(dir).empty());
+    CHECK(sync::read_file(dir + "/MANIFEST.json") == manifest);  // the file is intact: its true hash again
+  }
+
   SECTION("a checkpoint saved before manifests existed still loads; a malformed manifest is named") {
     fs::remove(dir + "/MANIFEST.json");
     CHECK(app::check_checkpoint_manifest(dir, &has).empty());
     CHECK_FALSE(has);
+    // Without a manifest a model cut short (no longer a safetensors file) is still rewritten.
+    const std::string model_file = dir + "/model/model.safetensors";
+    const std::string intact = sync::read_file(model_file);
+    sync::write_file_atomic(model_file, intact.substr(0, 100));
     app::load_checkpoint(run.path, 2, other_opt, *other, &step);
     CHECK(step == 2);
+    CHECK(sync::read_file(model_file) == intact);
+    CHECK_FALSE(fs::exists(dir + "/MANIFEST.json"));  // none is invented
+    sync::write_file_atomic(dir + "/MANIFEST.json",
+                            std::string(R"({"format":"pulse-checkpoint-manifest-v1","files":{"model/../x":)"
+                                        R"({"bytes":1,"xxh3":"0000000000000000"}}})"));
+    CHECK_THROWS_WITH(app::check_checkpoint_manifest(dir), Catch::Contains("not a plain relative path"));
     sync::write_file_atomic(dir + "/MANIFEST.json",
                             std::string(R"({"format":"pulse-checkpoint-manifest-v1","files":{"../x":)"
                                         R"({"bytes":1,"xxh3":"0000000000000000"}}})"));
     CHECK_THROWS_WITH(app::check_checkpoint_manifest(dir),
-                      Catch::Contains("MANIFEST.json") && Catch::Contains("not a path inside"));
+                      Catch::Contains("MANIFEST.json") && Catch::Contains("not a plain relative path"));
     sync::write_file_atomic(dir + "/MANIFEST.json",
                             std::string(R"({"format":"pulse-checkpoint-manifest-v1","files":{"outer.txt":)"
                                         R"({"bytes":11,"xxh3":"zz"}}})"));
