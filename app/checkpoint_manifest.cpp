@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -25,23 +23,9 @@ struct FileDigest {
   uint64_t xxh3 = 0;
 };
 
-/// Size and XXH3-64 of the file at `path`, read in 4 MiB pieces.
 FileDigest digest_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path.string() + ": cannot open to hash it");
-  constexpr size_t kPiece = 4u << 20;
-  const auto buf = std::make_unique<char[]>(kPiece);
-  auto stream = std::make_unique<sync::Xxh3Stream>();  // 1 KiB of state: off the stack
   FileDigest d;
-  while (in) {
-    in.read(buf.get(), kPiece);
-    const auto got = static_cast<size_t>(in.gcount());
-    if (got == 0) break;
-    stream->update(buf.get(), got);
-    d.bytes += got;
-  }
-  if (in.bad()) throw std::runtime_error(path.string() + ": read error while hashing it");
-  d.xxh3 = stream->digest();
+  d.xxh3 = sync::xxh3_file(path.string(), &d.bytes);
   return d;
 }
 

@@ -19,7 +19,7 @@ inline constexpr const char* kCheckpointManifest = "MANIFEST.json";
 /// Hashes every regular file under `dir` (recursively; a symlink to a file is listed under its own name
 /// and hashed through it; folders are not listed; MANIFEST.json itself excluded) and writes
 /// dir/MANIFEST.json atomically (temp file, fsync, rename). Throws std::runtime_error naming the file that
-/// cannot be read or written. Reads each file once (sync::Xxh3Stream over 4 MiB pieces).
+/// cannot be read or written. Reads each file once (sync::xxh3_file).
 void write_checkpoint_manifest(const std::string& dir);
 
 /// Re-hashes `files` (paths relative to `dir`) into the existing dir/MANIFEST.json, keeping every other

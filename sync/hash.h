@@ -17,6 +17,11 @@ namespace pulse::sync {
 /// ~19 GB/s for Debian's libxxhash, whose build runs SSE2 only). Reentrant.
 uint64_t xxh3_64(const void* data, size_t n);
 
+/// XXH3-64 (seed 0) of the whole file at `path`, read once in 4 MiB pieces (Xxh3Stream below); sets
+/// *bytes (when given) to its size. Throws std::runtime_error naming the path when it cannot be opened or
+/// read. Reentrant.
+uint64_t xxh3_file(const std::string& path, uint64_t* bytes = nullptr);
+
 /// XXH3-64 of one `len`-byte input handed over front to back in pieces while it sits in cache (the apply
 /// pass's 64 KiB blocks): add(input, end) accumulates the input's full 1024-byte XXH3 blocks below `end`
 /// (kernels::xxh3_long_accumulate), finish(input) reads the last <= 1024 bytes again and returns

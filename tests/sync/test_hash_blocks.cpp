@@ -1,14 +1,19 @@
 // Xxh3Blocks (sync/hash.h), the apply pass's block-by-block hash: fed in pieces of any size up to the
 // end, then finished from the input, equals XXH3_64bits; finished from the tail it saved before the
 // input was overwritten, equals the hash of the input as it was; short inputs and misuse.
+#include <unistd.h>
 #include <xxhash.h>
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "sync/atomic_file.h"
 #include "sync/hash.h"
+#include "tests/test_paths.h"
 
 using namespace pulse::sync;
 
@@ -83,4 +88,23 @@ TEST_CASE("Xxh3Stream fed in pieces of any size equals XXH3_64bits", "[sync][has
   Xxh3Stream empty;
   empty.update(nullptr, 0);
   CHECK(empty.digest() == XXH3_64bits(nullptr, 0));
+}
+
+TEST_CASE("xxh3_file equals XXH3_64bits of the file's bytes, also past one 4 MiB piece", "[sync][hash]") {
+  // stories260k's weights (~1 MB) and a 9 MiB + 3 byte file: one piece and several.
+  const std::string real = pulse::test::shared_path("models/stories260k/model.safetensors");
+  const std::string bytes = pulse::sync::read_file(real);
+  uint64_t n = 0;
+  CHECK(pulse::sync::xxh3_file(real, &n) == XXH3_64bits(bytes.data(), bytes.size()));
+  CHECK(n == bytes.size());
+  const std::string big_path =
+      (std::filesystem::temp_directory_path() / ("pulse-xxh3-file-" + std::to_string(::getpid()))).string();
+  std::string big((9u << 20) + 3, '\0');
+  std::mt19937_64 rng(3);
+  for (auto& c : big) c = static_cast<char>(rng());
+  pulse::sync::write_file_atomic(big_path, big);
+  CHECK(pulse::sync::xxh3_file(big_path, &n) == XXH3_64bits(big.data(), big.size()));
+  CHECK(n == big.size());
+  std::filesystem::remove(big_path);
+  CHECK_THROWS_WITH(pulse::sync::xxh3_file(big_path), Catch::Contains(big_path));
 }
