@@ -289,12 +289,24 @@ ChunkPlan plan_chunk(const std::vector<PayloadSegment>& chunk, int zstd_level) {
     plan.pieces.push_back(std::move(piece));
   }
   plan.chunk.frames.resize(plan.pieces.size());
+  plan.frames_left = std::make_unique<std::atomic<size_t>>(plan.pieces.size());
   return plan;
 }
 
 void compress_planned_frame(ChunkPlan& plan, size_t i) {
   const ChunkPlan::Piece& piece = plan.pieces.at(i);
   compress_piece(piece.data, static_cast<size_t>(piece.size), plan.zstd_level, plan.chunk.frames.at(i));
+  // acq_rel: the last call sees every other call's frame.
+  if (plan.frames_left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  const std::vector<ScratchBuffer>& frames = plan.chunk.frames;
+  if (frames.size() == 1) {
+    plan.chunk.frames_checksum = xxh3_64(frames[0].data(), frames[0].size());
+  } else {
+    Xxh3Stream stream;
+    for (const auto& f : frames) stream.update(f.data(), f.size());
+    plan.chunk.frames_checksum = stream.digest();
+  }
+  plan.chunk.frames_checksummed = true;
 }
 
 CompressedChunk finish_chunk(ChunkPlan&& plan) {
@@ -307,6 +319,7 @@ CompressedChunk finish_chunk(ChunkPlan&& plan) {
     out.codec = kChunkZstd;
   } else {  // did not shrink: stored raw
     out.frames.clear();
+    out.frames_checksummed = false;
   }
   return out;
 }
@@ -338,26 +351,45 @@ std::vector<uint8_t> assemble_container(PatchInfo& info, std::vector<CompressedC
   // The header's size does not depend on the checksums: lay it out first, fill it in at the end.
   std::vector<uint8_t> out = header_bytes_of(info, zstd_level, chunk_bytes, payload_bytes, chunks);
 
-  // The stored chunks after the header, each written once into place (in parallel), then checksummed.
   uint64_t stored = 0;
   for (const auto& e : chunks) stored += e.stored_bytes;
   const size_t header_end = out.size();
-  out.resize(header_end + stored);
-  std::vector<uint64_t> at(n_chunks, header_end);
-  for (size_t c = 1; c < n_chunks; ++c) at[c] = at[c - 1] + chunks[c - 1].stored_bytes;
-  parallel_for(n_chunks, threads, [&](size_t c) {
-    uint8_t* dst = out.data() + at[c];
-    if (chunks[c].codec == kChunkRaw) {
-      gather(compressed[c].raw, 0, chunks[c].raw_bytes, dst);
-    } else {
+  const bool all_checksummed =
+      std::all_of(compressed.begin(), compressed.end(),
+                  [](const CompressedChunk& c) { return c.codec == kChunkZstd && c.frames_checksummed; });
+  if (all_checksummed) {
+    // Appended in one pass: a resize would first zero-fill the whole patch on this thread (measured
+    // 0.19 ms for a 2.9 MB patch, AMD EPYC Zen 3, the memory not in cache), a cost as big as the copy.
+    out.reserve(header_end + stored);
+    for (size_t c = 0; c < n_chunks; ++c) {
       for (auto& f : compressed[c].frames) {
-        std::memcpy(dst, f.data(), f.size());
-        dst += f.size();
+        out.insert(out.end(), f.data(), f.data() + f.size());
         f.release();
       }
+      chunks[c].checksum = compressed[c].frames_checksum;
     }
-    chunks[c].checksum = xxh3_64(out.data() + at[c], chunks[c].stored_bytes);
-  });
+  } else {
+    // Chunks stored raw (level 0, incompressible streams): each written once into place (in parallel),
+    // then checksummed.
+    out.resize(header_end + stored);
+    std::vector<uint64_t> at(n_chunks, header_end);
+    for (size_t c = 1; c < n_chunks; ++c) at[c] = at[c - 1] + chunks[c - 1].stored_bytes;
+    parallel_for(n_chunks, threads, [&](size_t c) {
+      uint8_t* dst = out.data() + at[c];
+      if (chunks[c].codec == kChunkRaw) {
+        gather(compressed[c].raw, 0, chunks[c].raw_bytes, dst);
+      } else {
+        for (auto& f : compressed[c].frames) {
+          std::memcpy(dst, f.data(), f.size());
+          dst += f.size();
+          f.release();
+        }
+      }
+      chunks[c].checksum = compressed[c].frames_checksummed
+                               ? compressed[c].frames_checksum
+                               : xxh3_64(out.data() + at[c], chunks[c].stored_bytes);
+    });
+  }
   const std::vector<uint8_t> header = header_bytes_of(info, zstd_level, chunk_bytes, payload_bytes, chunks);
   std::memcpy(out.data(), header.data(), header.size());
 

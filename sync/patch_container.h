@@ -1,7 +1,9 @@
 // The patch container: header (magic, version, settings, tensor table, chunk table, checksum) and the
 // payload of independently compressed chunks. Layout: sync/FORMAT.md.
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "sync/patch.h"
@@ -50,6 +52,10 @@ struct CompressedChunk {
   uint8_t codec = kChunkRaw;
   std::vector<ScratchBuffer> frames;  ///< kChunkZstd: the chunk's frames, back to back
   std::vector<PayloadSegment> raw;    ///< the chunk's raw bytes (pointers into the caller's streams)
+  /// XXH3-64 of `frames` back to back (the container's chunk checksum when the chunk is stored
+  /// compressed), set by the compress_planned_frame call that finished the last frame.
+  uint64_t frames_checksum = 0;
+  bool frames_checksummed = false;
   /// Bytes the chunk takes in the container.
   uint64_t stored_bytes() const;
 };
@@ -79,13 +85,18 @@ struct ChunkPlan {
   int zstd_level = 0;
   std::vector<Piece> pieces;  ///< empty with level 0 or an empty chunk (stored raw)
   CompressedChunk chunk;      ///< raw_bytes and raw set; frames[i] filled by compress_planned_frame
+  /// Frames not compressed yet (= pieces.size() from plan_chunk); the call that takes it to 0 checksums
+  /// the frames, so that the checksums are computed on the compressing threads, not in the serial
+  /// assembly.
+  std::unique_ptr<std::atomic<size_t>> frames_left;
 };
 
 /// The frames `chunk` is cut into at `zstd_level` (see compress_chunk). Throws PatchError for a level
 /// outside 0..22.
 ChunkPlan plan_chunk(const std::vector<PayloadSegment>& chunk, int zstd_level);
 
-/// Compresses piece i of `plan` into plan.chunk.frames[i]. Throws PatchError when zstd fails.
+/// Compresses piece i of `plan` into plan.chunk.frames[i]; the call that completes the last frame also
+/// sets plan.chunk.frames_checksum. Throws PatchError when zstd fails.
 void compress_planned_frame(ChunkPlan& plan, size_t i);
 
 /// The compressed chunk once every frame of `plan` is done: zstd when the frames are smaller than the
@@ -93,9 +104,10 @@ void compress_planned_frame(ChunkPlan& plan, size_t i);
 CompressedChunk finish_chunk(ChunkPlan&& plan);
 
 /// Header + the chunks in payload order (each at most chunk_bytes raw bytes): the container. `info`
-/// supplies everything but the chunk/size fields, which are filled in. Copies and checksums the chunks on
-/// `threads` threads. Throws PatchError for a zstd level outside 0..22, chunk_bytes outside 1..2^31 or
-/// a chunk over chunk_bytes.
+/// supplies everything but the chunk/size fields, which are filled in. Chunks stored compressed are
+/// appended in one pass with the checksums of their frames (no zero fill of the patch first); a chunk
+/// stored raw is copied and checksummed here, on `threads` threads. Throws PatchError for a zstd level
+/// outside 0..22, chunk_bytes outside 1..2^31 or a chunk over chunk_bytes.
 std::vector<uint8_t> assemble_container(PatchInfo& info, std::vector<CompressedChunk>& chunks, int zstd_level,
                                         size_t chunk_bytes, int threads);
 
