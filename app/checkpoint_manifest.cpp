@@ -79,7 +79,8 @@ void update_checkpoint_manifest(const std::string& dir, const std::vector<std::s
   write_manifest(dir, m["files"]);
 }
 
-std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, bool* has_manifest) {
+std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, bool* has_manifest,
+                                                        const std::string& under) {
   const std::string path = dir + "/" + kCheckpointManifest;
   const bool exists = fs::exists(path);
   if (has_manifest) *has_manifest = exists;
@@ -93,6 +94,7 @@ std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, 
     if (rel.empty() || p.is_absolute() || *p.begin() == ".." || p.generic_string() != rel)
       throw std::runtime_error(path + ": files: \"" + rel +
                                "\" is not a plain relative path inside the checkpoint");
+    if (!under.empty() && rel.rfind(under + "/", 0) != 0) continue;
     FileDigest want;
     try {
       want.bytes = entry.at("bytes").get<uint64_t>();

@@ -188,4 +188,23 @@ CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::M
   return x;
 }
 
+void verify_checkpointed_model(const std::string& model_path) {
+  fs::path folder = fs::path(model_path).lexically_normal();
+  if (folder.filename().empty()) folder = folder.parent_path();  // "CKPT/model/"
+  const fs::path parent = folder.parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  if (folder.filename().empty() || folder.filename() == ".." ||
+      !fs::exists(fs::path(dir) / kCheckpointManifest))
+    return;
+  std::string problems;
+  for (const ManifestMismatch& m : check_checkpoint_manifest(dir, nullptr, folder.filename().string()))
+    problems += "\n  " + dir + "/" + m.file + ": " + m.problem;
+  if (!problems.empty())
+    throw std::runtime_error(
+        "the model lies in checkpoint " + dir + ", and its " + kCheckpointManifest +
+        " disagrees (the files changed after the save):" + problems +
+        "\nrestore them, or resume the run from that checkpoint (pulse trainer --resume), "
+        "which rewrites its HF model from the master weights");
+}
+
 }  // namespace pulse::app

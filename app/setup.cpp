@@ -10,6 +10,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "app/checkpoints.h"
 #include "datasets/catalog.h"
 #include "datasets/loaders.h"
 #include "datasets/mbpp_fewshot.h"
@@ -146,6 +147,7 @@ auto reading_model_path(const Config& config, F&& fn) -> decltype(fn()) {
 
 model::ModelConfig model_config_for(const Config& config, const model::Tokenizer& tok) {
   if (!config.model.path.empty()) {
+    reading_model_path(config, [&] { verify_checkpointed_model(config.model.path); });
     model::ModelConfig mc =
         reading_model_path(config, [&] { return model::ModelConfig::from_hf_json(config.model.path); });
     // Every id the tokenizer can produce needs an embedding row. A tokenizer of another model fails here,

@@ -1,11 +1,14 @@
 // model_config_for with model.path: a checkpoint whose vocabulary cannot hold the tokenizer's ids is
 // refused before anything runs, naming both (real files: ../shared/models/stories260k, vocab_size 512, and
-// the Llama 2 SentencePiece tokenizer, 32000 pieces).
+// the Llama 2 SentencePiece tokenizer, 32000 pieces); one that lies in a checkpoint folder is checked
+// against the checkpoint's MANIFEST.json first.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "app/checkpoint_manifest.h"
 #include "app/config.h"
 #include "app/setup.h"
 #include "model/tokenizer.h"
@@ -40,4 +43,59 @@ TEST_CASE("model.path with a vocab_size below the tokenizer's pieces fails namin
   CHECK(mc.vocab_size == 32000);
   CHECK(mc.hidden_size == 64);
   CHECK(mc.num_hidden_layers == 5);
+}
+
+TEST_CASE("model.path inside a checkpoint is checked against the checkpoint's manifest before it is read",
+          "[app][setup][checkpoint]") {
+  // A checkpoint folder as save_checkpoint lays it out: model/ (the HF folder `pulse eval` or a new run
+  // reads), state/, MANIFEST.json over both. The model's files are the real stories260k ones.
+  pulse::app::Config config;
+  config.tokenizer.path = shared_path("models/llama2-tokenizer/tokenizer.model");
+  const auto tok = pulse::model::load_tokenizer(config.tokenizer.path);
+  pulse::test_run::ScopedTempDir dir("model-in-checkpoint");
+  const std::string ckpt = dir.path + "/step-4";
+  std::filesystem::create_directories(ckpt + "/model");
+  std::filesystem::create_directories(ckpt + "/state");
+  std::ifstream in(shared_path("models/stories260k/config.json"));
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["vocab_size"] = 32000;  // room for the tokenizer's ids (only config.json is read here)
+  std::ofstream(ckpt + "/model/config.json") << cfg.dump();
+  std::filesystem::copy_file(shared_path("models/stories260k/model.safetensors"),
+                             ckpt + "/model/model.safetensors");
+  std::ofstream(ckpt + "/state/train_state.json") << "{\"step\": 4}";
+  pulse::app::write_checkpoint_manifest(ckpt);
+
+  config.model.path = ckpt + "/model";
+  CHECK(pulse::app::model_config_for(config, *tok).hidden_size == 64);
+  // A file outside the model folder that changed is the resume's business, not a reader's of the model.
+  std::ofstream(ckpt + "/state/train_state.json") << "{\"step\": 5}";
+  CHECK_NOTHROW(pulse::app::model_config_for(config, *tok));
+
+  // One flipped bit in the weights (the file still parses): refused, naming the file and the manifest.
+  {
+    std::fstream f(ckpt + "/model/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-100, std::ios::end);
+    char c = 0;
+    f.get(c);
+    f.seekp(-100, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x01));
+  }
+  for (const std::string& path : {ckpt + "/model", ckpt + "/model/"}) {
+    config.model.path = path;
+    std::string what;
+    try {
+      pulse::app::model_config_for(config, *tok);
+    } catch (const std::runtime_error& e) {
+      what = e.what();
+    }
+    CHECK_THAT(what, Catch::Contains("model.path '" + path + "'"));
+    CHECK_THAT(what, Catch::Contains("MANIFEST.json disagrees"));
+    CHECK_THAT(what, Catch::Contains(ckpt + "/model/model.safetensors: xxh3"));
+    CHECK_THAT(what, !Catch::Contains("train_state.json"));
+  }
+
+  // A checkpoint saved before manifests existed (or any HF folder): read as it is.
+  std::filesystem::remove(ckpt + "/MANIFEST.json");
+  config.model.path = ckpt + "/model";
+  CHECK(pulse::app::model_config_for(config, *tok).num_hidden_layers == 5);
 }
