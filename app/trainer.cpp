@@ -6,6 +6,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <toml++/toml.h>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -115,7 +116,8 @@ void Trainer::lock_run_dir() {
 }
 
 /// --resume with --set: keys that would change the algorithm mid-run (the outer-round scheme and its
-/// residual, the KL reference) are refused.
+/// residual, the KL reference) are refused, and so are keys a resumed run never reads again (where it
+/// lives, the model and tokenizer it started from, the SFT warm start).
 void Trainer::refuse_algorithm_changes(const Config& stored) const {
   auto check = [&](bool same, const char* key) {
     if (!same)
@@ -130,6 +132,21 @@ void Trainer::refuse_algorithm_changes(const Config& stored) const {
   check(a.outer_lr == b.outer_lr && a.outer_momentum == b.outer_momentum, "multi.outer_lr/outer_momentum");
   check(a.gate_open == b.gate_open, "multi.gate_open");
   check((stored.rl.grpo.kl_coef > 0) == (config_.rl.grpo.kl_coef > 0), "rl.kl_coef (on/off)");
+  // Keys a resumed run never reads again: refused rather than silently ignored.
+  const toml::table was = toml::parse(to_toml(stored)), now = toml::parse(to_toml(config_));
+  auto unread = [&](const char* section, const char* key, const char* why) {
+    const bool same = key ? was[section][key].value<std::string>() == now[section][key].value<std::string>()
+                          : *was[section].as_table() == *now[section].as_table();
+    if (!same)
+      throw ConfigError(run_dir_ + "/config.toml: --set " + section + (key ? "." + std::string(key) : ".*") +
+                        " has no effect on --resume (" + why + "); start a new run instead");
+  };
+  unread("run", "dir", "the run stays in the directory given to --resume");
+  unread("run", "name", "the run stays in the directory given to --resume");
+  unread("model", "path", "the checkpoint's weights replace the model it started from");
+  unread("model", "config", "the checkpoint's weights replace the model it started from");
+  unread("tokenizer", nullptr, "the run keeps the tokenizer its model was trained with");
+  unread("sft", nullptr, "the SFT warm start ran before the run's first checkpoint");
 }
 
 /// The run directory; with several trainers (torchrun's WORLD_SIZE > 1) each rank writes DIR/rank-R, DIR

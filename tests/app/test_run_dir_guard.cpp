@@ -1,4 +1,5 @@
-// --resume guards: one process per run directory, and no --set that changes the algorithm mid-run.
+// --resume guards: one process per run directory, no --set that changes the algorithm mid-run, and none
+// that a resumed run would ignore.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -55,6 +56,15 @@ TEST_CASE("resume refuses --set of keys the run's state depends on", "[app][resu
   CHECK_THAT(resume_error(dir, {"multi.mode=diloco"}),
              Catch::Contains("multi.mode cannot change on --resume"));
   CHECK_THAT(resume_error(dir, {"rl.kl_coef=0.1"}), Catch::Contains("rl.kl_coef"));
+  // Keys a resumed run would never read again are refused, not ignored; the same value is no change.
+  CHECK_THAT(resume_error(dir, {"run.dir=/tmp/elsewhere"}),
+             Catch::Contains("--set run.dir has no effect on --resume"));
+  CHECK_THAT(resume_error(dir, {"sft.steps=300"}), Catch::Contains("--set sft.* has no effect on --resume"));
+  CHECK_THAT(resume_error(dir, {"model.path=/tmp/other-model"}),
+             Catch::Contains("--set model.path has no effect"));
+  const std::string err = resume_error(dir, {"run.name=default", "tokenizer.vocab_size=999"});
+  CHECK_THAT(err, Catch::Contains("--set tokenizer.* has no effect on --resume"));
+  CHECK_THAT(err, !Catch::Contains("run.name"));
   // A refused --set leaves config.toml as it was.
   CHECK(pulse::sync::read_file(dir + "/config.toml") == before);
   std::filesystem::remove_all(dir);
