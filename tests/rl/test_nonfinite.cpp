@@ -18,6 +18,7 @@
 #include "rl/optimizer.h"
 #include "rl_test_util.h"
 #include "sync/safetensors.h"
+#include "tests/temp_dir.h"
 
 using namespace pulse;
 
@@ -35,11 +36,7 @@ struct Pair : torch::nn::Module {
 };
 
 std::string temp_dir(const std::string& tag) {
-  auto p = std::filesystem::temp_directory_path() /
-           ("pulse_test_nonfinite_" + tag + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p.string();
+  return test::process_temp_dir("pulse_test_nonfinite_", tag);
 }
 
 /// Every byte of the optimizer's state: the save_state file's tensors (masters, moments) and step, and the

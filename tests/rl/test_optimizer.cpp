@@ -17,6 +17,7 @@
 #include "rl/train_state.h"
 #include "sync/atomic_file.h"
 #include "sync/safetensors.h"
+#include "tests/temp_dir.h"
 
 using namespace pulse;
 
@@ -45,11 +46,7 @@ std::vector<uint16_t> bits_of(const sync::TensorView& v) {
 }
 
 std::string temp_dir(const std::string& tag) {
-  auto p =
-      std::filesystem::temp_directory_path() / ("pulse_test_opt_" + tag + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p.string();
+  return test::process_temp_dir("pulse_test_opt_", tag);
 }
 
 /// One FP32 tensor of the optimizer state ("master/a.weight", "exp_avg/b.weight", ...), read back from

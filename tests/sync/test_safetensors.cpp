@@ -14,6 +14,7 @@
 #include "sync/atomic_file.h"
 #include "sync/hash.h"
 #include "sync/safetensors.h"
+#include "tests/temp_dir.h"
 #include "tests/test_paths.h"
 
 using namespace pulse::sync;
@@ -21,12 +22,7 @@ using namespace pulse::sync;
 namespace {
 
 std::string temp_dir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/pulse_test_safetensors_XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    REQUIRE(d != nullptr);
-    return std::string(d);
-  }();
+  static const std::string dir = pulse::test::process_temp_dir("pulse_test_safetensors", "");
   return dir;
 }
 
