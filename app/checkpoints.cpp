@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdio>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <vector>
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "app/checkpoint_manifest.h"
 #include "app/run_files.h"
@@ -188,23 +190,56 @@ CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::M
   return x;
 }
 
+namespace {
+/// Whether `path` is (or is meant to be) a pulse checkpoint manifest: a JSON file of another tool that is
+/// also named MANIFEST.json is not; one that is not JSON at all is taken as a damaged one of ours.
+bool is_pulse_manifest(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return true;
+  const auto f = j.is_object() ? j.find("format") : j.end();
+  return j.is_object() && f != j.end() && f->is_string() &&
+         f->get<std::string>().rfind("pulse-checkpoint-manifest", 0) == 0;
+}
+}  // namespace
+
 void verify_checkpointed_model(const std::string& model_path) {
-  fs::path folder = fs::path(model_path).lexically_normal();
-  if (folder.filename().empty()) folder = folder.parent_path();  // "CKPT/model/"
+  // The folder as the filesystem resolves it: "." inside it, a symlink to it, ".." after a symlink.
+  std::error_code ec;
+  fs::path folder = fs::weakly_canonical(fs::absolute(model_path), ec);
+  if (ec) return;  // unresolvable: the model reader names the path
+  if (folder.filename().empty()) folder = folder.parent_path();
   const fs::path parent = folder.parent_path();
-  const std::string dir = parent.empty() ? "." : parent.string();
-  if (folder.filename().empty() || folder.filename() == ".." ||
-      !fs::exists(fs::path(dir) / kCheckpointManifest))
+  const std::string dir = parent.string(), manifest = (parent / kCheckpointManifest).string();
+  const std::string sub = folder.filename().string();
+  if (sub.empty() || parent.empty()) return;
+  if (!fs::exists(manifest)) {
+    if (fs::is_directory(parent / "state"))  // laid out as a checkpoint (an older pulse's: no manifest)
+      spdlog::warn(
+          "{}: no {} (saved by an older pulse, or the file was lost): the model's files are not checked", dir,
+          kCheckpointManifest);
     return;
+  }
+  if (!fs::is_regular_file(manifest)) throw std::runtime_error(manifest + ": not a regular file");
+  if (!is_pulse_manifest(manifest)) return;  // another tool's file: not a pulse checkpoint
   std::string problems;
-  for (const ManifestMismatch& m : check_checkpoint_manifest(dir, nullptr, folder.filename().string()))
+  for (const ManifestMismatch& m : check_checkpoint_manifest(dir, nullptr, sub))
     problems += "\n  " + dir + "/" + m.file + ": " + m.problem;
-  if (!problems.empty())
-    throw std::runtime_error(
-        "the model lies in checkpoint " + dir + ", and its " + kCheckpointManifest +
-        " disagrees (the files changed after the save):" + problems +
-        "\nrestore them, or resume the run from that checkpoint (pulse trainer --resume), "
-        "which rewrites its HF model from the master weights");
+  if (problems.empty()) return;
+  // Resuming rewrites the HF model of the checkpoint it resumes from, the run's latest.
+  std::string remedy = "restore them";
+  if (parent.parent_path().filename() == "checkpoints" && sub == "model") {
+    const std::string run = parent.parent_path().parent_path().string();
+    try {
+      const int64_t latest = latest_checkpoint(run);
+      if (latest >= 0 && fs::equivalent(checkpoint_dir(run, latest), parent, ec))
+        remedy += ", or resume the run (pulse run --resume " + run +
+                  "), which rewrites this checkpoint's HF model from its master weights";
+    } catch (const std::exception&) {  // an unreadable LATEST: only the first remedy
+    }
+  }
+  throw std::runtime_error("the model lies in checkpoint " + dir + ", and its " + kCheckpointManifest +
+                           " disagrees (the files changed after the save):" + problems + "\n" + remedy);
 }
 
 }  // namespace pulse::app

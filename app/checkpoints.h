@@ -57,11 +57,14 @@ CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::M
                                  const model::TransformerImpl& model, int64_t* step_out);
 
 /// Checks an HF model folder that lies in a checkpoint (`model_path` = CKPT/model, e.g. a step's model
-/// given to `pulse eval` or as model.path of a new run) against CKPT/MANIFEST.json before it is read:
-/// only the manifest's entries under the folder are hashed. A folder whose parent has no manifest (any
-/// other HF folder, or a checkpoint saved before manifests existed) is not checked. Throws
-/// std::runtime_error naming each file that differs, is missing or unreadable, with the recorded and
-/// found size and hash, or naming a malformed manifest. Reads each listed file once.
+/// given to `pulse eval` or as model.path of a new run; resolved through "." / ".." / symlinks first)
+/// against CKPT/MANIFEST.json before it is read: only the manifest's entries under the folder are hashed.
+/// Not checked: a folder whose parent has no MANIFEST.json (any other HF folder; one laid out as a
+/// checkpoint, i.e. beside a state/ folder, is logged as unchecked) or whose MANIFEST.json is another
+/// tool's JSON (no "format" of pulse's). Throws std::runtime_error naming each file that differs, is
+/// missing or unreadable, with the recorded and found size and hash, and the remedy (restore them; for
+/// the run's latest checkpoint, `pulse run --resume` rewrites the model), or naming a malformed
+/// manifest. Reads each listed file once.
 void verify_checkpointed_model(const std::string& model_path);
 
 }  // namespace pulse::app

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "app/checkpoints.h"
@@ -89,7 +90,12 @@ rl::EvalReport Trainer::pass_at_1() {
 
 void Trainer::setup() {
   open_run_dir();
-  build_policy();
+  try {
+    build_policy();
+  } catch (...) {
+    discard_new_run_dir();
+    throw;
+  }
   open_servers();  // workers can register while SFT runs
   resume_step_ = opt_.resume_dir.empty() ? -1 : latest_checkpoint(run_dir_);
   if (resume_step_ >= 0 && !fs::exists(run_dir_ + "/run_state.json")) resume_step_ = -1;
@@ -106,6 +112,18 @@ void Trainer::setup() {
   if (!opt_.resume_dir.empty()) sync::write_file_atomic(run_dir_ + "/config.toml", to_toml(config_));
 }
 
+/// A new run whose data, tokenizer or model could not be set up leaves no run directory behind (it would
+/// hold only its config.toml; resuming it would fail the same way).
+void Trainer::discard_new_run_dir() {
+  if (!new_run_dir_) return;
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
+  std::error_code ec;
+  fs::remove_all(run_dir_, ec);
+  const fs::path base = fs::path(run_dir_).parent_path();
+  if (fs::path(run_dir_).filename().string().rfind("rank-", 0) == 0) fs::remove(base, ec);  // only if empty
+}
+
 /// One process per run directory: an exclusive lock on RUN_DIR/.lock held for the process's lifetime.
 void Trainer::lock_run_dir() {
   const std::string path = run_dir_ + "/.lock";
@@ -116,13 +134,15 @@ void Trainer::lock_run_dir() {
 }
 
 /// --resume with --set: keys that would change the algorithm mid-run (the outer-round scheme and its
-/// residual, the KL reference) are refused, and so are keys a resumed run never reads again (where it
-/// lives, the model and tokenizer it started from, the SFT warm start).
+/// residual, the KL reference) are refused, and so are keys the resumed run would not read: where it
+/// lives, and, when it resumes from a checkpoint, the model and tokenizer it started from and the SFT warm
+/// start (a run without a checkpoint yet starts over and reads them).
 void Trainer::refuse_algorithm_changes(const Config& stored) const {
+  const std::string where = "--resume " + opt_.resume_dir + ": --set ";
   auto check = [&](bool same, const char* key) {
     if (!same)
       throw ConfigError(
-          run_dir_ + "/config.toml: --set " + std::string(key) +
+          where + key +
           " cannot change on --resume (the run's state depends on it); start a new run instead");
   };
   const auto& a = stored.multi;
@@ -132,21 +152,45 @@ void Trainer::refuse_algorithm_changes(const Config& stored) const {
   check(a.outer_lr == b.outer_lr && a.outer_momentum == b.outer_momentum, "multi.outer_lr/outer_momentum");
   check(a.gate_open == b.gate_open, "multi.gate_open");
   check((stored.rl.grpo.kl_coef > 0) == (config_.rl.grpo.kl_coef > 0), "rl.kl_coef (on/off)");
-  // Keys a resumed run never reads again: refused rather than silently ignored.
+
+  const bool from_checkpoint = latest_checkpoint(run_dir_) >= 0 && fs::exists(run_dir_ + "/run_state.json");
   const toml::table was = toml::parse(to_toml(stored)), now = toml::parse(to_toml(config_));
-  auto unread = [&](const char* section, const char* key, const char* why) {
-    const bool same = key ? was[section][key].value<std::string>() == now[section][key].value<std::string>()
-                          : *was[section].as_table() == *now[section].as_table();
-    if (!same)
-      throw ConfigError(run_dir_ + "/config.toml: --set " + section + (key ? "." + std::string(key) : ".*") +
-                        " has no effect on --resume (" + why + "); start a new run instead");
+  auto text = [](const toml::table& t, const std::string& sec, const std::string& key) {
+    std::ostringstream out;
+    out << t[sec][key];
+    return out.str();
   };
-  unread("run", "dir", "the run stays in the directory given to --resume");
-  unread("run", "name", "the run stays in the directory given to --resume");
-  unread("model", "path", "the checkpoint's weights replace the model it started from");
-  unread("model", "config", "the checkpoint's weights replace the model it started from");
-  unread("tokenizer", nullptr, "the run keeps the tokenizer its model was trained with");
-  unread("sft", nullptr, "the SFT warm start ran before the run's first checkpoint");
+  // The same folder however it is spelled (trailing '/', "./", a symlink).
+  auto same_path = [](const std::string& x, const std::string& y) {
+    if (x.empty() || y.empty()) return x == y;
+    std::error_code ex, ey;
+    const fs::path cx = fs::weakly_canonical(fs::absolute(x), ex),
+                   cy = fs::weakly_canonical(fs::absolute(y), ey);
+    return fs::path(x).lexically_normal() == fs::path(y).lexically_normal() || (!ex && !ey && cx == cy);
+  };
+  for (const std::string& o : opt_.overrides) {
+    const std::string key = o.substr(0, o.find('='));  // "section.key", checked by load_config
+    const std::string sec = key.substr(0, key.find('.')), name = key.substr(key.find('.') + 1);
+    bool same = true;
+    const char* why = "";
+    if (key == "run.dir" || key == "run.name") {
+      same = key == "run.dir" ? same_path(config_.run.dir, opt_.resume_dir)
+                              : stored.run.name == config_.run.name;
+      why = "the run stays in the directory given to --resume";
+    } else if (!from_checkpoint) {
+      continue;
+    } else if (key == "model.path" || key == "model.config") {
+      same = key == "model.path" ? same_path(stored.model.path, config_.model.path)
+                                 : same_path(stored.model.config, config_.model.config);
+      why = "the checkpoint's weights replace the model the run started from";
+    } else if (sec == "tokenizer" || sec == "sft") {
+      same = text(was, sec, name) == text(now, sec, name);
+      why = sec == "sft" ? "the SFT warm start ran before the run's first checkpoint"
+                         : "the run keeps the tokenizer its model was trained with";
+    }
+    if (!same)
+      throw ConfigError(where + key + " has no effect on --resume (" + why + "); start a new run instead");
+  }
 }
 
 /// The run directory; with several trainers (torchrun's WORLD_SIZE > 1) each rank writes DIR/rank-R, DIR
@@ -185,6 +229,7 @@ void Trainer::open_run_dir() {
                                " or another run.dir");
   }
   config_.run.dir = run_dir_;
+  new_run_dir_ = opt_.resume_dir.empty() && !fs::exists(run_dir_);
   fs::create_directories(run_dir_ + "/checkpoints");
   lock_run_dir();
   // A resumed run keeps its config.toml until its setup succeeded (a failed --set must not stick).
@@ -369,7 +414,13 @@ void Trainer::resume(int64_t checkpoint_step) {
   prior_wall_ =
       rows.empty() ? run_state_.value("wall_seconds_before_grpo", 0.0) : rows.back().value("elapsed_s", 0.0);
   refused_steps_ = rows.empty() ? 0 : rows.back().value("refused_nonfinite_steps", int64_t{0});
+  if (config_.rl.steps < start_step_)
+    throw ConfigError("--resume " + opt_.resume_dir + ": rl.steps = " + std::to_string(config_.rl.steps) +
+                      " is below the " + std::to_string(start_step_) + " GRPO steps the run has done");
   spdlog::info("resuming from checkpoint step {} ({} metrics rows kept)", start_step_, rows.size());
+  if (start_step_ == config_.rl.steps)
+    spdlog::info("the run has done all its {} GRPO steps; to train on, --resume with --set rl.steps=N",
+                 start_step_);
 }
 
 /// The patch and control servers, up before SFT so that `pulse worker` processes started first can register

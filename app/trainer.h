@@ -74,6 +74,7 @@ class Trainer {
   void start_group();
   void lock_run_dir();
   void refuse_algorithm_changes(const Config& stored) const;
+  void discard_new_run_dir();
   void join_group_weights();
   int64_t common_resume_step(int64_t mine);
   double elapsed() const;
@@ -111,6 +112,7 @@ class Trainer {
   std::unique_ptr<rl::OuterOptimizer> outer_;  ///< diloco | pulseloco
   rl::CommCounters comm_at_step_start_;        ///< to attribute bytes to each step's row
   int lock_fd_ = -1;                           ///< flock on RUN_DIR/.lock
+  bool new_run_dir_ = false;                   ///< this process created RUN_DIR (a new run)
 };
 
 }  // namespace pulse::app

@@ -107,6 +107,18 @@ TEST_CASE("kill -9 then --resume reproduces the uninterrupted run's metrics", "[
     INFO(key);
     CHECK(a[key] == b[key]);
   }
+  // A finished run: --set rl.steps below the steps it has done is refused, config.toml unchanged; at
+  // the same steps it says there is nothing to train.
+  const std::string stored = pulse::sync::read_file(run + "/config.toml");
+  CHECK(wait_exit(spawn_pulse({"run", "--quiet", "--resume", run, "--set", "rl.steps=2"}, dir + "/fewer")) !=
+        0);
+  CHECK_THAT(pulse::sync::read_file(dir + "/fewer.err"),
+             Catch::Contains("rl.steps = 2 is below the 4 GRPO steps"));
+  CHECK(pulse::sync::read_file(run + "/config.toml") == stored);
+  CHECK(wait_exit(spawn_pulse({"run", "--resume", run}, dir + "/again")) == 0);
+  CHECK_THAT(pulse::sync::read_file(dir + "/again.err") + pulse::sync::read_file(dir + "/again.out"),
+             Catch::Contains("has done all its 4 GRPO steps"));
+  CHECK(pulse::app::MetricsLog::read(run + "/metrics.jsonl").size() == 4);
   fs::remove_all(dir);
 }
 

@@ -12,6 +12,7 @@
 #include "app/config.h"
 #include "app/setup.h"
 #include "model/tokenizer.h"
+#include "sync/atomic_file.h"
 #include "tests/app/run_test_util.h"
 #include "tests/test_paths.h"
 
@@ -93,6 +94,20 @@ TEST_CASE("model.path inside a checkpoint is checked against the checkpoint's ma
     CHECK_THAT(what, Catch::Contains(ckpt + "/model/model.safetensors: xxh3"));
     CHECK_THAT(what, !Catch::Contains("train_state.json"));
   }
+
+  // Reached through a symlink to the model folder: the same checkpoint, refused too.
+  std::filesystem::create_directory_symlink(ckpt + "/model", dir.path + "/link");
+  config.model.path = dir.path + "/link";
+  CHECK_THROWS_WITH(pulse::app::model_config_for(config, *tok), Catch::Contains("MANIFEST.json disagrees"));
+  config.model.path = dir.path + "/link/../model";  // ".." after the symlink: still step-4/model
+  CHECK_THROWS_WITH(pulse::app::model_config_for(config, *tok), Catch::Contains("MANIFEST.json disagrees"));
+
+  // Another tool's MANIFEST.json beside a model folder does not make it a checkpoint.
+  const std::string manifest = pulse::sync::read_file(ckpt + "/MANIFEST.json");
+  pulse::sync::write_file_atomic(ckpt + "/MANIFEST.json", R"({"name": "my model zoo", "version": 3})");
+  config.model.path = ckpt + "/model";
+  CHECK_NOTHROW(pulse::app::model_config_for(config, *tok));
+  pulse::sync::write_file_atomic(ckpt + "/MANIFEST.json", manifest);
 
   // A checkpoint saved before manifests existed (or any HF folder): read as it is.
   std::filesystem::remove(ckpt + "/MANIFEST.json");
