@@ -166,7 +166,9 @@ int run_cli(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version: 0; every usage error (unknown option, missing or conflicting argument): 2, as
+    // POSIX tools and argparse do (CLI11's own codes, 101-127, follow no convention).
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const Exit& e) {
     return e.code;
   } catch (const std::exception& e) {

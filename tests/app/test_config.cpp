@@ -139,9 +139,13 @@ TEST_CASE("pulse run and pulse trainer refuse a CONFIG together with --resume", 
   for (const char* role : {"run", "trainer"}) {
     INFO(role);
     auto r = pulse_cli({role, file, "--resume", dir.path});
-    CHECK(r.code != 0);
+    CHECK(r.code == 2);  // a usage error
     CHECK(r.err.find("not both") != std::string::npos);
   }
+  // Other usage errors exit 2 as well; --help 0.
+  CHECK(pulse_cli({"run", "--no-such-option"}).code == 2);
+  CHECK(pulse_cli({"run", "--resume", dir.path + "/missing"}).code == 2);
+  CHECK(pulse_cli({"run", "--help"}).code == 0);
 }
 
 TEST_CASE("the shipped configs load", "[app][config]") {
