@@ -147,7 +147,12 @@ auto reading_model_path(const Config& config, F&& fn) -> decltype(fn()) {
 
 model::ModelConfig model_config_for(const Config& config, const model::Tokenizer& tok) {
   if (!config.model.path.empty()) {
-    reading_model_path(config, [&] { verify_checkpointed_model(config.model.path); });
+    reading_model_path(config, [&] {
+      if (fs::is_regular_file(config.model.path))  // e.g. the model.safetensors inside the folder
+        throw std::runtime_error(
+            "a file, not a folder (give the HF model folder: config.json + safetensors)");
+      verify_checkpointed_model(config.model.path);
+    });
     model::ModelConfig mc =
         reading_model_path(config, [&] { return model::ModelConfig::from_hf_json(config.model.path); });
     // Every id the tokenizer can produce needs an embedding row. A tokenizer of another model fails here,

@@ -65,6 +65,12 @@ TEST_CASE("a model.path that is not an HF checkpoint fails naming the key", "[ap
     CHECK(r.code == 1);
     CHECK(r.err.find("model.path '" + path + "': cannot open") != std::string::npos);
   }
+  // The safetensors file instead of its folder.
+  const std::string file = shared_path("models/stories260k/model.safetensors");
+  auto r = pulse_cli({"eval", source_path("configs/default.toml"), "--quiet", "--set", "model.path=" + file,
+                      "--set", "tokenizer.path=" + tok});
+  CHECK(r.code == 1);
+  CHECK(r.err.find("model.path '" + file + "': a file, not a folder") != std::string::npos);
 }
 
 TEST_CASE("an eval config on a file not fetched yet names the pulse data fetch to run", "[app][data]") {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "app/checkpoint_manifest.h"
 #include "model/tokenizer.h"
 #include "sync/atomic_file.h"
 #include "tests/app/run_test_util.h"
@@ -130,6 +131,20 @@ TEST_CASE("pulse generate names the file or option at fault", "[model][generate]
   r = generate({"--model", bare, "--prompt-ids", "1"}, dir);
   CHECK(r.code == 1);
   CHECK(contains(r.err, bare + "/model.safetensors"));
+
+  // A step's model whose checkpoint manifest disagrees (one flipped bit; the file still parses).
+  const std::string ckpt = dir + "/step-2";
+  std::filesystem::create_directories(ckpt + "/model");
+  std::filesystem::copy_file(fx.dir + "/config.json", ckpt + "/model/config.json");
+  pulse::sync::write_file_atomic(ckpt + "/model/model.safetensors", weights);
+  pulse::app::write_checkpoint_manifest(ckpt);
+  std::string flipped = weights;
+  flipped[flipped.size() - 100] ^= 1;
+  pulse::sync::write_file_atomic(ckpt + "/model/model.safetensors", flipped);
+  r = generate({"--model", ckpt + "/model", "--prompt-ids", "1"}, dir);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "MANIFEST.json disagrees"));
+  CHECK(contains(r.err, ckpt + "/model/model.safetensors: xxh3"));
 
   // Prompt errors: text without a tokenizer, bad ids, ids outside the vocabulary, neither or both.
   r = generate({"--model", fx.dir, "--prompt", "Once upon a time"}, dir);
