@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -15,6 +16,7 @@
 #include "app/job.h"
 #include "app/launch.h"
 #include "app/report.h"
+#include "app/worker.h"
 
 namespace pulse::app {
 namespace {
@@ -46,6 +48,9 @@ void register_role_commands(CLI::App& app) {
       throw CLI::ValidationError("run", "give a CONFIG file or --resume RUN_DIR");
     if (!run_opts->config_path.empty() && !run_opts->resume_dir.empty())
       throw CLI::ValidationError("run", kConfigOrResume);
+    // The in-process workers' scratch folders: removed on SIGINT/SIGTERM, and those of killed runs swept.
+    remove_worker_scratch_on_stop_signals("run");
+    sweep_stale_worker_dirs(std::filesystem::temp_directory_path().string());
     throw Exit{run_job(*run_opts)};
   });
 

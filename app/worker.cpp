@@ -491,9 +491,9 @@ void setup_worker_logging(bool quiet) {
   spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);
 }
 
-/// SIGINT/SIGTERM: the handler (async-signal-safe) writes the signal number to a pipe; a thread reading it
-/// removes the scratch folders, says why, and exits 128+sig. (Threads LibTorch started before main leave
-/// sigwait-style blocking unreliable, so a handler it is.)
+// SIGINT/SIGTERM: the handler (async-signal-safe) writes the signal number to a pipe; a thread reading it
+// removes the scratch folders, says why, and exits 128+sig. (Threads LibTorch started before main leave
+// sigwait-style blocking unreliable, so a handler it is.)
 int g_signal_pipe[2] = {-1, -1};
 
 void on_stop_signal(int sig) {
@@ -501,9 +501,9 @@ void on_stop_signal(int sig) {
   [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &b, 1);
 }
 
-void handle_stop_signals() {
+void install_stop_signals(const char* who) {
   if (::pipe(g_signal_pipe) != 0) return;  // no cleanup on signals then; the next worker sweeps
-  std::thread([] {
+  std::thread([who] {
     unsigned char b = 0;
     if (::read(g_signal_pipe[0], &b, 1) != 1) return;
     const int sig = b;
@@ -514,7 +514,7 @@ void handle_stop_signals() {
         fs::remove_all(p, ec);
       }
     }
-    spdlog::warn("worker: stopping: {}", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    spdlog::warn("{}: stopping: {}", who, sig == SIGINT ? "SIGINT" : "SIGTERM");
     spdlog::default_logger()->flush();
     std::_Exit(128 + sig);
   }).detach();
@@ -527,9 +527,14 @@ void handle_stop_signals() {
 
 }  // namespace
 
+void remove_worker_scratch_on_stop_signals(const char* who) {
+  static std::once_flag once;
+  std::call_once(once, [who] { install_stop_signals(who); });
+}
+
 int worker_main(const WorkerOptions& options) {
   setup_worker_logging(options.quiet);
-  handle_stop_signals();
+  remove_worker_scratch_on_stop_signals("worker");
   const int swept = sweep_stale_worker_dirs(fs::temp_directory_path().string());
   if (swept > 0) spdlog::info("worker: removed {} temp folder(s) of killed workers", swept);
   WorkerLoopOptions o;

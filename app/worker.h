@@ -33,6 +33,12 @@ struct WorkerLoopOptions {
 /// `pulse worker` process. Its scratch folder (tokenizer, config.json) is removed on every exit path.
 void worker_loop(const WorkerLoopOptions& options);
 
+/// From the first call on, SIGINT and SIGTERM end the process with exit status 128 + the signal, after
+/// removing the scratch folders of the workers running in it and logging "<who>: stopping: SIGINT" (for
+/// `pulse worker`, and `pulse run` with its in-process workers; a run stopped so resumes from its last
+/// checkpoint as after a kill). Later calls do nothing. Thread safe.
+void remove_worker_scratch_on_stop_signals(const char* who);
+
 /// Removes pulse-worker-<pid>-* folders under `tmp_dir` whose process is gone (a worker killed with
 /// SIGKILL cannot remove its own). Returns how many were removed. Thread-safe.
 int sweep_stale_worker_dirs(const std::string& tmp_dir);

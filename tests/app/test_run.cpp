@@ -191,3 +191,41 @@ TEST_CASE("pulse run with a typo in a config key fails naming the key and file",
   CHECK(defaults.find("group_size = 8") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("pulse run stopped by SIGTERM removes its workers' temp folders and resumes",
+          "[app][e2e][resume]") {
+  pulse::test_run::ScopedTempDir dir("sigterm");
+  const std::string cfg = write_tiny_config(dir);
+  const fs::path tmp = fs::temp_directory_path();
+  // A folder left by a worker process that is gone (a run killed with SIGKILL): swept at the next start.
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  REQUIRE(wait_exit(gone) == 0);
+  const fs::path stale = tmp / ("pulse-worker-" + std::to_string(gone) + "-test01");
+  fs::create_directories(stale);
+  auto ours = [&](pid_t pid) {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(tmp))
+      n += e.path().filename().string().rfind("pulse-worker-" + std::to_string(pid) + "-", 0) == 0;
+    return n;
+  };
+  const std::string run = dir.path + "/run";
+  const pid_t p = spawn_pulse({"run", cfg, "--set", "run.dir=" + run, "--set", "rl.steps=400", "--set",
+                               "eval.before=false", "--set", "eval.after=false"},
+                              dir.path + "/stopped");
+  for (int i = 0; i < 6000 && latest_step(run) < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(latest_step(run) >= 2);
+  CHECK(ours(p) == 2);  // the two in-process workers' scratch folders
+  CHECK_FALSE(fs::exists(stale));
+  ::kill(p, SIGTERM);
+  CHECK(wait_exit(p) == 128 + SIGTERM);
+  CHECK(ours(p) == 0);
+  CHECK_THAT(pulse::sync::read_file(dir.path + "/stopped.err"), Catch::Contains("run: stopping: SIGTERM"));
+  // The run goes on from its last checkpoint, as after a kill.
+  const int64_t at = latest_step(run);
+  REQUIRE(wait_exit(
+              spawn_pulse({"run", "--quiet", "--resume", run, "--set", "rl.steps=" + std::to_string(at + 1)},
+                          dir.path + "/resumed")) == 0);
+  CHECK(pulse::app::MetricsLog::read(run + "/metrics.jsonl").size() == static_cast<size_t>(at + 1));
+}
