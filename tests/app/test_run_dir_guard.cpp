@@ -17,12 +17,14 @@
 namespace {
 
 /// A run directory holding only the config a run of `overrides` would have written.
-std::string fake_run(const std::string& name, const std::vector<std::string>& overrides) {
-  const std::string dir = pulse::test_run::temp_dir(name);
-  pulse::app::Config c = pulse::app::parse_config("", "x.toml", overrides);
-  pulse::sync::write_file_atomic(dir + "/config.toml", pulse::app::to_toml(c));
-  return dir;
-}
+/// A run directory holding only config.toml (the defaults with `overrides`); removed when the test ends,
+/// also when a REQUIRE ends it early.
+struct FakeRun : pulse::test_run::ScopedTempDir {
+  FakeRun(const std::string& name, const std::vector<std::string>& overrides) : ScopedTempDir(name) {
+    pulse::app::Config c = pulse::app::parse_config("", "x.toml", overrides);
+    pulse::sync::write_file_atomic(path + "/config.toml", pulse::app::to_toml(c));
+  }
+};
 
 std::string resume_error(const std::string& dir, const std::vector<std::string>& overrides) {
   pulse::app::JobOptions o;
@@ -40,19 +42,20 @@ std::string resume_error(const std::string& dir, const std::vector<std::string>&
 }  // namespace
 
 TEST_CASE("a run directory another process holds is refused", "[app][resume]") {
-  const std::string dir = fake_run("guard-lock", {});
+  const FakeRun run("guard-lock", {});
+  const std::string& dir = run.path;
   const int fd = ::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT, 0644);
   REQUIRE(fd >= 0);
   REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
   const std::string err = resume_error(dir, {});
   CHECK_THAT(err, Catch::Contains("in use by another pulse process"));
   ::close(fd);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("resume refuses --set of keys the run's state depends on", "[app][resume]") {
-  const std::string dir = fake_run(
-      "guard-set", {"multi.mode=pulseloco", "multi.inner_steps=2", "rl.steps=4", "run.checkpoint_every=2"});
+  const FakeRun run("guard-set",
+                    {"multi.mode=pulseloco", "multi.inner_steps=2", "rl.steps=4", "run.checkpoint_every=2"});
+  const std::string& dir = run.path;
   const std::string before = pulse::sync::read_file(dir + "/config.toml");
   CHECK_THAT(resume_error(dir, {"multi.mode=diloco"}),
              Catch::Contains("multi.mode cannot change on --resume"));
@@ -78,7 +81,6 @@ TEST_CASE("resume refuses --set of keys the run's state depends on", "[app][resu
   CHECK_THAT(err, !Catch::Contains("run.name"));
   // A refused --set leaves config.toml as it was.
   CHECK(pulse::sync::read_file(dir + "/config.toml") == before);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a new run that cannot set up its model leaves no run directory", "[app][resume]") {
