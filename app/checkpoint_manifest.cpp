@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -77,6 +78,15 @@ void update_checkpoint_manifest(const std::string& dir, const std::vector<std::s
   json m = read_manifest(dir + "/" + kCheckpointManifest);
   for (const auto& rel : files) m["files"][rel] = entry_of(digest_file(fs::path(dir) / rel));
   write_manifest(dir, m["files"]);
+}
+
+bool is_checkpoint_manifest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return true;
+  const std::string family(kFormat, std::string(kFormat).rfind('-'));  // "pulse-checkpoint-manifest"
+  const auto f = j.is_object() ? j.find("format") : j.end();
+  return f != j.end() && f->is_string() && f->get<std::string>().rfind(family, 0) == 0;
 }
 
 std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, bool* has_manifest,

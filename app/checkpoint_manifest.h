@@ -38,6 +38,11 @@ struct ManifestMismatch {
 /// nothing is checked and the result is empty. A listed file that is missing, not a regular file or
 /// unreadable is a mismatch. Throws std::runtime_error naming MANIFEST.json and the field when the
 /// manifest itself is malformed (bad JSON, wrong format, a path that is not plain and inside the folder).
+/// Whether the file at `path` is (or is meant to be) a pulse checkpoint manifest: JSON whose "format"
+/// names pulse's manifest (any version), or a file that is not JSON at all (taken as a damaged one).
+/// Another tool's JSON file that is also named MANIFEST.json is not. Never throws for unreadable input.
+bool is_checkpoint_manifest(const std::string& path);
+
 /// `under` (a subfolder name, e.g. "model"; empty = all): only the entries below it are hashed (every
 /// entry's path is still checked for form).
 std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, bool* has_manifest = nullptr,

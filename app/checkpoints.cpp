@@ -6,12 +6,10 @@
 #include <algorithm>
 #include <cstdio>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <vector>
 
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
 
 #include "app/checkpoint_manifest.h"
 #include "app/run_files.h"
@@ -134,6 +132,11 @@ void save_checkpoint(const std::string& run_dir, int64_t step, const model::Tran
   for (size_t i = 0; i + 2 < steps.size(); ++i) fs::remove_all(checkpoint_dir(run_dir, steps[i]));
 }
 
+int64_t resumable_checkpoint(const std::string& run_dir) {
+  const int64_t step = latest_checkpoint(run_dir);
+  return step >= 0 && fs::exists(run_dir + "/run_state.json") ? step : -1;
+}
+
 CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::MasterAdam& opt,
                                  const model::TransformerImpl& model, int64_t* step_out) {
   const std::string dir = checkpoint_dir(run_dir, step);
@@ -190,19 +193,6 @@ CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::M
   return x;
 }
 
-namespace {
-/// Whether `path` is (or is meant to be) a pulse checkpoint manifest: a JSON file of another tool that is
-/// also named MANIFEST.json is not; one that is not JSON at all is taken as a damaged one of ours.
-bool is_pulse_manifest(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return true;
-  const auto f = j.is_object() ? j.find("format") : j.end();
-  return j.is_object() && f != j.end() && f->is_string() &&
-         f->get<std::string>().rfind("pulse-checkpoint-manifest", 0) == 0;
-}
-}  // namespace
-
 void verify_checkpointed_model(const std::string& model_path) {
   // The folder as the filesystem resolves it: "." inside it, a symlink to it, ".." after a symlink.
   std::error_code ec;
@@ -221,7 +211,7 @@ void verify_checkpointed_model(const std::string& model_path) {
     return;
   }
   if (!fs::is_regular_file(manifest)) throw std::runtime_error(manifest + ": not a regular file");
-  if (!is_pulse_manifest(manifest)) return;  // another tool's file: not a pulse checkpoint
+  if (!is_checkpoint_manifest(manifest)) return;  // another tool's file: not a pulse checkpoint
   std::string problems;
   for (const ManifestMismatch& m : check_checkpoint_manifest(dir, nullptr, sub))
     problems += "\n  " + dir + "/" + m.file + ": " + m.problem;

@@ -27,6 +27,11 @@ std::string checkpoint_dir(const std::string& run_dir, int64_t step);
 /// std::runtime_error naming the file when LATEST is not a step number.
 int64_t latest_checkpoint(const std::string& run_dir);
 
+/// The checkpoint a resume of `run_dir` continues from: latest_checkpoint, or -1 when there is none or
+/// the run has no run_state.json yet (a run killed before its first step starts over). Throws as
+/// latest_checkpoint.
+int64_t resumable_checkpoint(const std::string& run_dir);
+
 /// What a checkpoint holds besides the model and the optimizer.
 struct CheckpointExtras {
   uint64_t data_cursor = 0;     ///< train prompts consumed

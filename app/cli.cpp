@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -48,9 +47,7 @@ void register_role_commands(CLI::App& app) {
       throw CLI::ValidationError("run", "give a CONFIG file or --resume RUN_DIR");
     if (!run_opts->config_path.empty() && !run_opts->resume_dir.empty())
       throw CLI::ValidationError("run", kConfigOrResume);
-    // The in-process workers' scratch folders: removed on SIGINT/SIGTERM, and those of killed runs swept.
-    remove_worker_scratch_on_stop_signals("run");
-    sweep_stale_worker_dirs(std::filesystem::temp_directory_path().string());
+    manage_worker_scratch("run");  // the in-process workers' scratch folders
     throw Exit{run_job(*run_opts)};
   });
 

@@ -121,7 +121,7 @@ void run_generate(const GenerateOptions& o) {
   sp.top_k = o.top_k;
   model::check_sampling_params(sp, "generate");  // before the (possibly slow) load
   check_model_dir(o.model_dir);
-  app::verify_checkpointed_model(o.model_dir);  // a step's model: against its checkpoint's manifest
+  verify_checkpointed_model(o.model_dir);  // a step's model: against its checkpoint's manifest
   const auto cfg = model::ModelConfig::from_hf_json(o.model_dir);
   const auto tok = find_tokenizer(o);
   const auto ids = prompt_ids(o, tok.get(), cfg);

@@ -97,8 +97,7 @@ void Trainer::setup() {
     throw;
   }
   open_servers();  // workers can register while SFT runs
-  resume_step_ = opt_.resume_dir.empty() ? -1 : latest_checkpoint(run_dir_);
-  if (resume_step_ >= 0 && !fs::exists(run_dir_ + "/run_state.json")) resume_step_ = -1;
+  resume_step_ = opt_.resume_dir.empty() ? -1 : resumable_checkpoint(run_dir_);
   if (group_ && !opt_.resume_dir.empty()) resume_step_ = common_resume_step(resume_step_);
   if (resume_step_ >= 0) {
     resume(resume_step_);
@@ -153,7 +152,7 @@ void Trainer::refuse_algorithm_changes(const Config& stored) const {
   check(a.gate_open == b.gate_open, "multi.gate_open");
   check((stored.rl.grpo.kl_coef > 0) == (config_.rl.grpo.kl_coef > 0), "rl.kl_coef (on/off)");
 
-  const bool from_checkpoint = latest_checkpoint(run_dir_) >= 0 && fs::exists(run_dir_ + "/run_state.json");
+  const bool from_checkpoint = resumable_checkpoint(run_dir_) >= 0;
   const toml::table was = toml::parse(to_toml(stored)), now = toml::parse(to_toml(config_));
   auto text = [](const toml::table& t, const std::string& sec, const std::string& key) {
     std::ostringstream out;

@@ -527,15 +527,15 @@ void install_stop_signals(const char* who) {
 
 }  // namespace
 
-void remove_worker_scratch_on_stop_signals(const char* who) {
+int manage_worker_scratch(const char* who) {
   static std::once_flag once;
   std::call_once(once, [who] { install_stop_signals(who); });
+  return sweep_stale_worker_dirs(fs::temp_directory_path().string());
 }
 
 int worker_main(const WorkerOptions& options) {
   setup_worker_logging(options.quiet);
-  remove_worker_scratch_on_stop_signals("worker");
-  const int swept = sweep_stale_worker_dirs(fs::temp_directory_path().string());
+  const int swept = manage_worker_scratch("worker");
   if (swept > 0) spdlog::info("worker: removed {} temp folder(s) of killed workers", swept);
   WorkerLoopOptions o;
   o.control_url = options.trainer_url;

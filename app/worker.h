@@ -33,11 +33,12 @@ struct WorkerLoopOptions {
 /// `pulse worker` process. Its scratch folder (tokenizer, config.json) is removed on every exit path.
 void worker_loop(const WorkerLoopOptions& options);
 
-/// From the first call on, SIGINT and SIGTERM end the process with exit status 128 + the signal, after
-/// removing the scratch folders of the workers running in it and logging "<who>: stopping: SIGINT" (for
-/// `pulse worker`, and `pulse run` with its in-process workers; a run stopped so resumes from its last
-/// checkpoint as after a kill). Later calls do nothing. Thread safe.
-void remove_worker_scratch_on_stop_signals(const char* who);
+/// The workers' scratch folders of this process (`pulse worker`, or `pulse run` with its in-process
+/// workers): from the first call on, SIGINT and SIGTERM end the process with exit status 128 + the
+/// signal after removing them and logging "<who>: stopping: SIGINT" (a run stopped so resumes from its
+/// last checkpoint as after a kill); every call also sweeps the folders of killed processes
+/// (sweep_stale_worker_dirs on the temp folder) and returns how many it removed. Thread safe.
+int manage_worker_scratch(const char* who);
 
 /// Removes pulse-worker-<pid>-* folders under `tmp_dir` whose process is gone (a worker killed with
 /// SIGKILL cannot remove its own). Returns how many were removed. Thread-safe.

@@ -298,14 +298,9 @@ void compress_planned_frame(ChunkPlan& plan, size_t i) {
   compress_piece(piece.data, static_cast<size_t>(piece.size), plan.zstd_level, plan.chunk.frames.at(i));
   // acq_rel: the last call sees every other call's frame.
   if (plan.frames_left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  const std::vector<ScratchBuffer>& frames = plan.chunk.frames;
-  if (frames.size() == 1) {
-    plan.chunk.frames_checksum = xxh3_64(frames[0].data(), frames[0].size());
-  } else {
-    Xxh3Stream stream;
-    for (const auto& f : frames) stream.update(f.data(), f.size());
-    plan.chunk.frames_checksum = stream.digest();
-  }
+  Xxh3Stream stream;
+  for (const auto& f : plan.chunk.frames) stream.update(f.data(), f.size());
+  plan.chunk.frames_checksum = stream.digest();
   plan.chunk.frames_checksummed = true;
 }
 
