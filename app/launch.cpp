@@ -2,11 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +20,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/free_port.h"
 
 extern char** environ;
 
@@ -105,29 +103,6 @@ void signal_running(std::vector<Child>& children, int sig) {
   for (auto& c : children)
     if (c.running) ::kill(-c.pid, sig);  // the rank's process group (its pid)
 }
-
-}  // namespace
-
-int free_tcp_port(const std::string& host) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  if (::inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &addr.sin_addr) != 1)
-    throw std::runtime_error("free_tcp_port: '" + host + "' is not an IPv4 address; give --master-port");
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("free_tcp_port: socket: " + std::string(std::strerror(errno)));
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string err = std::strerror(errno);
-    ::close(fd);
-    throw std::runtime_error("free_tcp_port: cannot bind " + host + ":0: " + err);
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-namespace {
 
 /// Refuses options that cannot launch (std::invalid_argument naming the option).
 void check_options(const LaunchOptions& o) {

@@ -44,10 +44,6 @@ struct LaunchOptions {
 /// std::invalid_argument for bad options and std::runtime_error when no child could be started.
 int launch(const LaunchOptions& options);
 
-/// A TCP port that was free on `host` (an IPv4 address) a moment ago: bound to port 0, read back, closed.
-/// Throws std::runtime_error naming the host on failure.
-int free_tcp_port(const std::string& host);
-
 /// Registers `pulse launch`. argv is the process's command line: the generic form is recognised by the
 /// `--` separator after `launch`, which CLI11 does not report.
 void register_launch_command(CLI::App& root, int argc, char** argv);

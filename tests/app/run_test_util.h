@@ -16,17 +16,20 @@
 #include <vector>
 
 #include "sync/atomic_file.h"
+#include "tests/temp_dir.h"
 
 extern char** environ;
 
 namespace pulse::test_run {
 
-/// A fresh folder under the temp dir (removed first if it exists).
+/// A fresh folder under the temp dir (removed first if it exists), removed again when the test process
+/// exits, so that a failed REQUIRE or FAIL leaves nothing behind.
 inline std::string temp_dir(const std::string& name) {
   auto p =
       std::filesystem::temp_directory_path() / ("pulse-test-run-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
+  pulse::test::remove_at_exit(p);
   return p.string();
 }
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "app/control.h"
-#include "app/launch.h"
+#include "app/free_port.h"
 #include "tests/app/cli_test_util.h"
 
 using pulse::test_cli::pulse_cli;

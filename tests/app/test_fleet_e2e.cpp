@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "app/launch.h"
+#include "app/free_port.h"
 #include "app/run_files.h"
 #include "sync/atomic_file.h"
 #include "tests/app/run_test_util.h"
@@ -49,7 +49,8 @@ void wait_for_text(const std::string& path, const std::string& needle, pid_t pid
   }
 }
 
-/// The trainer's --set list of these tests: `steps` GRPO steps on a tiny model, lease 2 s.
+/// The trainer's --set list of these tests: `steps` GRPO steps on a tiny model, lease 2 s. It listens on
+/// port (control) and port+1 (patches): take both from free_tcp_port(host, 2).
 std::vector<std::string> trainer_args(const std::string& cfg, const std::string& run, int port, int steps) {
   return {"trainer",
           cfg,
@@ -104,7 +105,7 @@ TEST_CASE("fleet e2e: workers started first; one SIGKILLed mid-run and replaced;
   };
 
   // The uninterrupted reference: trainer first, two workers.
-  const int ref_port = pulse::app::free_tcp_port("127.0.0.1");
+  const int ref_port = pulse::app::free_tcp_port("127.0.0.1", 2);
   pid_t ref = spawn_pulse(targs(dir.path + "/ref", ref_port), dir.path + "/ref");
   pid_t r0 = spawn_pulse(worker_args(ref_port, "ref-a"), dir.path + "/ref-a");
   pid_t r1 = spawn_pulse(worker_args(ref_port, "ref-b"), dir.path + "/ref-b");
@@ -118,7 +119,7 @@ TEST_CASE("fleet e2e: workers started first; one SIGKILLed mid-run and replaced;
   const std::string tmp = dir.path + "/tmp";
   fs::create_directories(tmp);
   ::setenv("TMPDIR", tmp.c_str(), 1);
-  const int port = pulse::app::free_tcp_port("127.0.0.1");
+  const int port = pulse::app::free_tcp_port("127.0.0.1", 2);
   pid_t wa = spawn_pulse(worker_args(port, "gpu-a"), dir.path + "/gpu-a");
   pid_t wb = spawn_pulse(worker_args(port, "gpu-b"), dir.path + "/gpu-b");
   wait_for_text(dir.path + "/gpu-a.err", "waiting to register", wa);
@@ -185,7 +186,7 @@ TEST_CASE("fleet e2e: a worker paused past its lease is dropped, registers again
   ScopedTempDir dir("fleet-pause");
   const std::string cfg = write_tiny_config(dir);
   ::setenv("PULSE_TOKEN", "pause-test-token", 1);
-  const int port = pulse::app::free_tcp_port("127.0.0.1");
+  const int port = pulse::app::free_tcp_port("127.0.0.1", 2);
   const std::string run = dir.path + "/run";
   auto args = trainer_args(cfg, run, port, 150);
   args.insert(args.end(), {"--set", "run.checkpoint_every=0"});
@@ -241,7 +242,7 @@ TEST_CASE("fleet e2e: a trainer killed with SIGKILL and resumed is found by the 
   const std::string cfg = write_tiny_config(dir);
   pulse::sync::write_file_atomic(dir.path + "/token", "resume-test-token\n");
   ::setenv("PULSE_TOKEN", "resume-test-token", 1);
-  const int port = pulse::app::free_tcp_port("127.0.0.1");
+  const int port = pulse::app::free_tcp_port("127.0.0.1", 2);
   const std::string run = dir.path + "/run";
   auto args = trainer_args(cfg, run, port, 6);
   pid_t trainer = spawn_pulse(args, dir.path + "/trainer");
@@ -281,7 +282,7 @@ TEST_CASE("fleet e2e: a worker stopped with SIGTERM says so and leaves no temp f
   const std::string tmp = dir.path + "/tmp";
   fs::create_directories(tmp);
   ::setenv("PULSE_TOKEN", "term-test-token", 1);
-  const int port = pulse::app::free_tcp_port("127.0.0.1");
+  const int port = pulse::app::free_tcp_port("127.0.0.1", 2);
   auto args = trainer_args(cfg, dir.path + "/run", port, 1000);
   args.insert(args.end(), {"--set", "run.checkpoint_every=0", "--set", "run.workers=1"});
   pid_t trainer = spawn_pulse(args, dir.path + "/trainer");

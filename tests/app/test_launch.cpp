@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/free_port.h"
 #include "app/launch.h"
 #include "tests/app/run_test_util.h"
 
@@ -180,10 +181,7 @@ TEST_CASE("pulse launch: SIGTERM to the launcher is forwarded and it exits non-z
   CHECK(process_gone(r1));
 }
 
-TEST_CASE("pulse launch: free_tcp_port returns a bindable port; bad options are refused", "[launch]") {
-  const int p = pulse::app::free_tcp_port("127.0.0.1");
-  REQUIRE((p > 0 && p < 65536));
-  REQUIRE_THROWS(pulse::app::free_tcp_port("not-an-address"));
+TEST_CASE("pulse launch: bad options are refused", "[launch]") {
   pulse::app::LaunchOptions o;
   o.args = {"--version"};
   o.nproc = 0;

@@ -13,8 +13,8 @@
 #include <fstream>
 #include <thread>
 
+#include "app/free_port.h"
 #include "app/job.h"
-#include "app/launch.h"
 #include "app/run_files.h"
 #include "sync/atomic_file.h"
 #include "tests/app/run_test_util.h"
@@ -125,8 +125,9 @@ TEST_CASE("kill -9 then --resume reproduces the uninterrupted run's metrics", "[
 TEST_CASE("pulse trainer + two pulse worker processes run the same job over HTTP", "[app][e2e][roles]") {
   std::string dir = temp_dir("roles");
   std::string cfg = write_tiny_config(dir);
-  ::setenv("PULSE_TOKEN", "roles-test-token", 1);           // inherited by the three processes
-  const int port = pulse::app::free_tcp_port("127.0.0.1");  // not the fixed default: tests run in parallel
+  ::setenv("PULSE_TOKEN", "roles-test-token", 1);  // inherited by the three processes
+  // Not the fixed default (tests run in parallel): control + patch ports, both free.
+  const int port = pulse::app::free_tcp_port("127.0.0.1", 2);
   pid_t trainer =
       spawn_pulse({"trainer", cfg, "--set", "run.dir=" + dir + "/run", "--set",
                    "transport.port=" + std::to_string(port), "--set", "rl.steps=2", "--set", "sft.steps=5",

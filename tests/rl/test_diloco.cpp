@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "app/launch.h"
+#include "app/free_port.h"
 #include "kernels/bf16.h"
 #include "rl/diloco.h"
 #include "rl/process_group.h"

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "app/launch.h"
+#include "app/free_port.h"
 #include "rl/process_group.h"
 #include "tests/rl/peer_process.h"
 
