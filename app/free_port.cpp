@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -15,9 +16,14 @@
 namespace pulse::app {
 namespace {
 
-/// Binds a TCP socket to host:port (port 0 = the kernel picks); returns the fd and the bound port, or
-/// fd -1 when the port is taken.
-std::pair<int, int> bind_port(const in_addr& host, int port) {
+/// A TCP socket bound to host:port (port 0: the kernel picks), or fd -1 and the bind's errno.
+struct Bound {
+  int fd = -1;
+  int port = 0;
+  int err = 0;
+};
+
+Bound bind_port(const in_addr& host, int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr = host;
@@ -27,23 +33,29 @@ std::pair<int, int> bind_port(const in_addr& host, int port) {
   socklen_t len = sizeof(addr);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
     ::close(fd);
-    return {-1, 0};
+    return {-1, 0, err};
   }
-  return {fd, ntohs(addr.sin_port)};
+  return {fd, ntohs(addr.sin_port), 0};
 }
 
-/// True when first..first+count-1 are all bindable at once (all closed again before it returns).
-bool run_free(const in_addr& host, int first, int count) {
+/// True when first..first+count-1 are all bindable at once (all closed again before it returns); false
+/// when one is in use. Throws std::runtime_error naming host and port for any other bind error (an
+/// address that is not this machine's, say): no other port would do better.
+bool run_free(const std::string& name, const in_addr& host, int first, int count) {
   std::vector<int> fds;
-  bool ok = true;
-  for (int i = 0; i < count && ok; ++i) {
-    const int fd = bind_port(host, first + i).first;
-    ok = fd >= 0;
-    if (ok) fds.push_back(fd);
+  int err = 0;
+  for (int i = 0; i < count && err == 0; ++i) {
+    const Bound b = bind_port(host, first + i);
+    err = b.err;
+    if (b.fd >= 0) fds.push_back(b.fd);
+    if (err != 0 && err != EADDRINUSE)
+      throw std::runtime_error("free_tcp_port: cannot bind " + name + ":" + std::to_string(first + i) + ": " +
+                               std::strerror(err));
   }
   for (int fd : fds) ::close(fd);
-  return ok;
+  return err == 0;
 }
 
 }  // namespace
@@ -71,18 +83,19 @@ int free_tcp_port(const std::string& host, int count) {
     std::uniform_int_distribution<int> pick(bottom, top);
     for (int attempt = 0; attempt < 256; ++attempt) {
       const int first = pick(rng);
-      if (run_free(addr, first, count)) return first;
+      if (run_free(host, addr, first, count)) return first;
     }
   }
   // No room below the range (or all taken): the kernel's pick, with its neighbours checked.
   for (int attempt = 0; attempt < 256; ++attempt) {
-    const auto [fd, first] = bind_port(addr, 0);
-    if (fd < 0) break;
-    ::close(fd);
-    if (first + count - 1 <= 65535 && run_free(addr, first, count)) return first;
+    const Bound b = bind_port(addr, 0);
+    if (b.fd < 0)
+      throw std::runtime_error("free_tcp_port: cannot bind " + host + ":0: " + std::strerror(b.err));
+    ::close(b.fd);
+    if (b.port + count - 1 <= 65535 && run_free(host, addr, b.port, count)) return b.port;
   }
   throw std::runtime_error("free_tcp_port: found no " + std::to_string(count) +
-                           " free consecutive port(s) on " + host + ": " + std::strerror(errno));
+                           " free consecutive port(s) on " + host);
 }
 
 }  // namespace pulse::app

@@ -16,7 +16,8 @@ std::pair<int, int> ephemeral_port_range();
 /// range, so that no outgoing connection of any process (HTTP clients, Gloo's mesh) takes one of them
 /// before the caller's server binds it; bind(port 0) would hand out a port from that range. Falls back to
 /// bind(port 0) when the range leaves no room below it. Thread safe. Throws std::invalid_argument for a
-/// bad count or host, std::runtime_error naming the host when no such run of ports was found.
+/// bad count or host, std::runtime_error naming the host when it cannot bind there (not an address of
+/// this machine) or found no such run of ports.
 int free_tcp_port(const std::string& host, int count = 1);
 
 }  // namespace pulse::app

@@ -20,6 +20,5 @@ if(PULSE_BUILD_TESTS AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
                                                             -Wno-unknown-pragmas)
   target_link_libraries(test_kernels_cuda_emulated PRIVATE pulse_catch_main pulse_sync pulse_kernels
                                                            PkgConfig::XXHASH)
-  catch_discover_tests(test_kernels_cuda_emulated WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} TEST_PREFIX "emulated:"
-                       PROPERTIES TIMEOUT 900)
+  pulse_discover_tests(test_kernels_cuda_emulated TEST_PREFIX "emulated:" PROPERTIES TIMEOUT 900)
 endif()

@@ -211,7 +211,7 @@ TEST_CASE("a corrupt patch fails apply naming the file and the byte offset", "[a
   CHECK_FALSE(contains(r.out, "WARNING"));
 }
 
-TEST_CASE("pulse sync apply on the target says OUT was written; a run step folder gets a hint",
+TEST_CASE("pulse sync apply on the target says OUT was written, a run step folder gets a hint",
           "[app][sync][cli]") {
   TempDir dir;
   const std::string patch = write_models_and_diff(dir);

@@ -156,7 +156,7 @@ TEST_CASE("the shipped configs load", "[app][config]") {
   }
 }
 
-TEST_CASE("data.mbpp_shots: few-shot MBPP prompts stop at [DONE]; data keys refused off their task",
+TEST_CASE("data.mbpp_shots: few-shot MBPP prompts stop at [DONE], data keys refused off their task",
           "[app][config][data]") {
   const std::string mbpp = "[data]\ntask = \"mbpp\"\neval_path = \"" +
                            pulse::test::shared_path("datasets/mbpp.jsonl") + "\"\neval_split = \"test\"\n";

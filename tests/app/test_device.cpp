@@ -114,7 +114,7 @@ TEST_CASE("run.device resolves: cpu is the CPU, auto is cuda:LOCAL_RANK when usa
   CHECK_THROWS_WITH(pulse::app::resolve_device("tpu", 0), Catch::Contains("'run.device' must be one of"));
 }
 
-TEST_CASE("workers get run.device from the trainer; a settings message without it means cpu",
+TEST_CASE("workers get run.device from the trainer, a settings message without it means cpu",
           "[app][device]") {
   Config c = parse_config("", "x.toml", {"run.device=auto"});
   pulse::app::WorkerSettings s = pulse::app::worker_settings(c);

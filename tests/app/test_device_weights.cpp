@@ -336,7 +336,7 @@ TEST_CASE("GPU: a worker's patches applied to its CUDA parameters equal the host
   CHECK(same_as_replica(*fp32, replica));
 }
 
-TEST_CASE("the load path travels in the worker report; a report without it reads as none", "[app][device]") {
+TEST_CASE("the load path travels in the worker report, a report without it reads as none", "[app][device]") {
   app::SyncReport s;
   s.to = 4;
   s.load = "device_patch";

@@ -48,7 +48,7 @@ void answer(app::ControlClient& c, const app::Job& job) {
 
 }  // namespace
 
-TEST_CASE("fleet: a dead member's shares go to the live one after its lease; ids, 409, 410", "[app][fleet]") {
+TEST_CASE("fleet: a dead member's shares go to the live one after its lease, ids, 409, 410", "[app][fleet]") {
   auto server = make_server(2, 0.6);
   server.start();
   app::ControlClient a(server.url(), "secret", 5, 0), b(server.url(), "secret", 5, 0);
@@ -139,7 +139,7 @@ TEST_CASE("fleet: members that took the stop job are not dropped when their leas
   server.stop();
 }
 
-TEST_CASE("fleet: a late member syncs before it gets work; sync jobs wait for every live member",
+TEST_CASE("fleet: a late member syncs before it gets work, sync jobs wait for every live member",
           "[app][fleet]") {
   auto server = make_server(2, 5);
   server.start();

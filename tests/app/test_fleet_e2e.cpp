@@ -90,7 +90,7 @@ int scratch_folders(const std::string& tmp, pid_t pid) {
 
 }  // namespace
 
-TEST_CASE("fleet e2e: workers started first; one SIGKILLed mid-run and replaced; same metrics as without",
+TEST_CASE("fleet e2e: workers started first, one SIGKILLed mid-run and replaced, same metrics as without",
           "[app][e2e][fleet]") {
   ScopedTempDir dir("fleet-kill");
   const std::string cfg = write_tiny_config(dir);

@@ -64,4 +64,6 @@ TEST_CASE("free_tcp_port: a bad count or host is refused naming it", "[app][port
                     Catch::Contains("count must be 1..64, got 65"));
   CHECK_THROWS_WITH(pulse::app::free_tcp_port("not-an-address"),
                     Catch::Contains("'not-an-address' is not an IPv4 address"));
+  // 192.0.2.1 (TEST-NET-1, RFC 5737) is no address of this machine: the bind error, not "no free port".
+  CHECK_THROWS_WITH(pulse::app::free_tcp_port("192.0.2.1", 2), Catch::Contains("cannot bind 192.0.2.1:"));
 }

@@ -45,7 +45,7 @@ std::map<std::string, std::vector<uint8_t>> model_bf16_bytes(torch::nn::Module& 
 
 }  // namespace
 
-TEST_CASE("GPU: the toy GRPO task learns on CUDA; bf16_views are the device model's BF16 weights",
+TEST_CASE("GPU: the toy GRPO task learns on CUDA, bf16_views are the device model's BF16 weights",
           "[grpo][device][gpu]") {
   if (!have_cuda()) return;
   torch::manual_seed(1234);

@@ -301,7 +301,7 @@ TEST_CASE("tokens outside the recomputed kept set are dropped from the loss and 
   CHECK(lp_new.grad()[1][1].item<float>() == 0.0f);
 }
 
-TEST_CASE("kl_coef > 0 needs a reference policy; make_reference_policy is a frozen BF16 copy", "[grpo][kl]") {
+TEST_CASE("kl_coef > 0 needs a reference policy, make_reference_policy is a frozen BF16 copy", "[grpo][kl]") {
   auto m = sharp_model(torch::kBFloat16, 21);
   model::SamplingParams sp;
   sp.temperature = 0.7;

@@ -30,7 +30,7 @@ TEST_CASE("sft_target formats the reference so the grader accepts it", "[sft]") 
   CHECK(rl::sft_target(c) == "```python\ndef f(x):\n    return -x\n```");
 }
 
-TEST_CASE("SFT makes a from-scratch tiny model earn reward; rollouts and eval are reproducible",
+TEST_CASE("SFT makes a from-scratch tiny model earn reward, rollouts and eval are reproducible",
           "[sft][eval]") {
   const auto problems = datasets::synthetic_math(600, 3, 1);  // level 1: a+b
   const auto tok = std::make_unique<test::CharTokenizer>();

@@ -30,7 +30,7 @@ void set_version(std::vector<uint8_t>& patch, uint32_t version) {
 
 }  // namespace
 
-TEST_CASE("version 2 ends a chunk at every tensor group; each chunk fits chunk_bytes", "[sync][patch]") {
+TEST_CASE("version 2 ends a chunk at every tensor group, each chunk fits chunk_bytes", "[sync][patch]") {
   // 3 tensors of 4 MiB each: three groups, so at least three chunks although the payload is far below
   // the 4 MiB chunk size.
   const test::Bf16Model t = make(3, 2u << 20);
@@ -50,7 +50,7 @@ TEST_CASE("version 2 ends a chunk at every tensor group; each chunk fits chunk_b
   CHECK(w == t.target);
 }
 
-TEST_CASE("version 1 patches are read; versions 0 and 3 are refused naming the version", "[sync][patch]") {
+TEST_CASE("version 1 patches are read, versions 0 and 3 are refused naming the version", "[sync][patch]") {
   // One small tensor: a single chunk, which is a valid version 1 layout too.
   const test::Bf16Model t = make(1, 5000);
   std::vector<uint8_t> patch = encode_patch(t.views(t.base), t.views(t.target), PatchOptions{});

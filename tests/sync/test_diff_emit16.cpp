@@ -278,7 +278,7 @@ TEST_CASE("diff_emit16: fused XXH3 of both sides equals libxxhash", "[sync][emit
   }
 }
 
-TEST_CASE("diff_emit16: the portable variant refuses to hash; misaligned hashing is refused",
+TEST_CASE("diff_emit16: the portable variant refuses to hash, misaligned hashing is refused",
           "[sync][emit16]") {
   std::vector<uint16_t> a(512, 1), b(512, 2);
   const auto* pa = reinterpret_cast<const uint8_t*>(a.data());

@@ -93,7 +93,7 @@ TEST_CASE("set_error_response and server_message", "[sync][http]") {
   CHECK(server_message("{\"error\": 3}") == "{\"error\": 3}");
 }
 
-TEST_CASE("backoff doubles up to its cap; which statuses are retried", "[sync][http]") {
+TEST_CASE("backoff doubles up to its cap, which statuses are retried", "[sync][http]") {
   const RetryPolicy p{5, 0.05, 0.3};
   CHECK(backoff_seconds(p, 0) == Approx(0.05));
   CHECK(backoff_seconds(p, 1) == Approx(0.1));

@@ -171,7 +171,7 @@ TEST_CASE("loco: round trips over densities and tensor sizes, bit-exact", "[sync
   }
 }
 
-TEST_CASE("loco: special values survive bit for bit; the encoder is deterministic and thread-independent",
+TEST_CASE("loco: special values survive bit for bit, the encoder is deterministic and thread-independent",
           "[sync][loco]") {
   const std::vector<uint32_t> patterns = {0x80000000u, 0x00000000u, 0x00000001u, 0x80000001u, 0x007fffffu,
                                           0x807fffffu, 0x00800000u, 0x7f7fffffu, 0xff7fffffu, 0x3f800000u};
@@ -195,7 +195,7 @@ TEST_CASE("loco: special values survive bit for bit; the encoder is deterministi
   check_equal(fired, decode(a, 0, 2, 1, table));
 }
 
-TEST_CASE("loco: a tensor with nothing fired costs 2 bytes; an empty contribution is 66", "[sync][loco]") {
+TEST_CASE("loco: a tensor with nothing fired costs 2 bytes, an empty contribution is 66", "[sync][loco]") {
   std::vector<Fired> fired(1);
   const auto one = encode_loco_contribution(0, 1, 0, make_table({4096}), views(fired));
   CHECK(one.size() == 56 + 2 + 8);

@@ -295,7 +295,7 @@ TEST_CASE("a target hash mismatch after apply rolls every tensor back", "[sync][
   }
 }
 
-TEST_CASE("anchors restore any weights; anchored weights are a no-op", "[sync][patch]") {
+TEST_CASE("anchors restore any weights, anchored weights are a no-op", "[sync][patch]") {
   std::mt19937_64 rng(77);
   auto [junk, target] = random_pair(rng, {{DType::BF16, {33, 7}}, {DType::F16, {5}}, {DType::F32, {}}}, 1.0);
   PatchOptions opt;
