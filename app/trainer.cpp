@@ -92,11 +92,11 @@ void Trainer::setup() {
   open_run_dir();
   try {
     build_policy();
+    open_servers();  // workers can register while SFT runs
   } catch (...) {
     discard_new_run_dir();
     throw;
   }
-  open_servers();  // workers can register while SFT runs
   resume_step_ = opt_.resume_dir.empty() ? -1 : resumable_checkpoint(run_dir_);
   if (group_ && !opt_.resume_dir.empty()) resume_step_ = common_resume_step(resume_step_);
   if (resume_step_ >= 0) {
@@ -111,8 +111,8 @@ void Trainer::setup() {
   if (!opt_.resume_dir.empty()) sync::write_file_atomic(run_dir_ + "/config.toml", to_toml(config_));
 }
 
-/// A new run whose data, tokenizer or model could not be set up leaves no run directory behind (it would
-/// hold only its config.toml; resuming it would fail the same way).
+/// A new run whose data, tokenizer, model or servers (a port in use) could not be set up leaves no run
+/// directory behind (it would hold only its config.toml; resuming it would fail the same way).
 void Trainer::discard_new_run_dir() {
   if (!new_run_dir_) return;
   if (lock_fd_ >= 0) ::close(lock_fd_);

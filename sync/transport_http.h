@@ -29,6 +29,7 @@ namespace pulse::sync {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;                   ///< 0 = pick a free port (see PatchServer::port)
+  std::string port_origin;        ///< where `port` came from (a setting), named when it cannot be bound
   std::string token;              ///< bearer token; "" = no authentication
   std::string tls_cert, tls_key;  ///< PEM paths; both set = HTTPS (OpenSSL), both empty = plain HTTP
   int threads = 8;                ///< request-handling threads

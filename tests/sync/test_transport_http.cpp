@@ -118,10 +118,10 @@ TEST_CASE("a second server cannot listen on a port a live server holds", "[sync]
   Trainer t(3, RetentionPolicy{});
   HttpServerOptions o = Trainer::options(kToken);
   o.port = t.server.port();
+  o.port_origin = "transport.port + 1";  // the error says which setting chose the port
   PatchServer second(t.store, o);
-  CHECK_THROWS_WITH(second.start(),
-                    Catch::Contains("cannot bind HTTP server to 127.0.0.1:" + std::to_string(o.port)) &&
-                        Catch::Contains("in use"));
+  CHECK_THROWS_WITH(second.start(), Catch::Contains("cannot bind HTTP server to 127.0.0.1:" +
+                                                    std::to_string(o.port) + " (transport.port + 1; in use"));
   // Once the first one stops, the port can be bound again at once.
   t.server.stop();
   PatchServer third(t.store, o);
