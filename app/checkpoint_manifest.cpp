@@ -138,6 +138,19 @@ std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, 
     if (got.bytes != want.bytes || got.xxh3 != want.xxh3)
       out.push_back({rel, describe(got) + ", the manifest recorded " + describe(want)});
   }
+  const std::string closed = kManifestClosedFolder;
+  if (under.empty() || under == closed) {
+    std::error_code ec;
+    const fs::path folder = fs::path(dir) / closed;
+    for (auto it = fs::recursive_directory_iterator(folder, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (!it->is_regular_file()) continue;
+      const std::string rel = it->path().lexically_relative(dir).generic_string();
+      if (!m["files"].contains(rel))
+        out.push_back(
+            {rel, "not listed in " + std::string(kCheckpointManifest) + " (added after the save)", true});
+    }
+  }
   return out;
 }
 

@@ -164,8 +164,8 @@ CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::M
                                                  dir + " aside and write " + std::to_string(older) +
                                                  " into " + run_dir + "/checkpoints/LATEST)";
     throw std::runtime_error("checkpoint " + dir + " was changed or damaged after it was saved (" +
-                             kCheckpointManifest + " disagrees):" + problems + "\nrestore these files " +
-                             fallback);
+                             kCheckpointManifest + " disagrees):" + problems +
+                             "\nrestore these files (remove the ones added after the save) " + fallback);
   }
   if (!has_manifest)
     spdlog::warn("{}: no {} (saved by an older pulse, or the file was lost): its files are not checked", dir,
@@ -181,6 +181,11 @@ CheckpointExtras load_checkpoint(const std::string& run_dir, int64_t step, rl::M
     }
   }
   if (model_damaged) {
+    // Files added to the model folder after the save go: the model reader would prefer some of them
+    // (an index over model.safetensors).
+    std::error_code ec;
+    for (const ManifestMismatch& m : check_checkpoint_manifest(dir, nullptr, kManifestClosedFolder))
+      if (m.unlisted) fs::remove(fs::path(dir) / m.file, ec);
     model::save_hf_checkpoint(model, dir + "/model");
     // The rewritten files' hashes; every other entry stays as recorded (and checked above).
     if (has_manifest) update_checkpoint_manifest(dir, {"model/config.json", "model/model.safetensors"});
@@ -217,7 +222,7 @@ void verify_checkpointed_model(const std::string& model_path) {
     problems += "\n  " + dir + "/" + m.file + ": " + m.problem;
   if (problems.empty()) return;
   // Resuming rewrites the HF model of the checkpoint it resumes from, the run's latest.
-  std::string remedy = "restore them";
+  std::string remedy = "restore them (remove the ones added after the save)";
   if (parent.parent_path().filename() == "checkpoints" && sub == "model") {
     const std::string run = parent.parent_path().parent_path().string();
     try {

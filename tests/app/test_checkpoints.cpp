@@ -103,6 +103,14 @@ TEST_CASE("resuming rewrites a checkpoint's damaged HF model from the restored m
   const auto before = fs::last_write_time(file);
   app::load_checkpoint(run.path, 2, other_opt, *other, &step);
   CHECK(fs::last_write_time(file) == before);
+  // An index added to the model folder (the reader would prefer it): removed, the model rewritten.
+  const std::string index = app::checkpoint_dir(run.path, 2) + "/model/model.safetensors.index.json";
+  sync::write_file_atomic(index, R"({"weight_map": {"x": "other.safetensors"}})");
+  CHECK_THROWS(sync::Checkpoint::open(app::checkpoint_dir(run.path, 2) + "/model"));
+  app::load_checkpoint(run.path, 2, other_opt, *other, &step);
+  CHECK_FALSE(fs::exists(index));
+  CHECK(sync::read_file(file) == intact);
+  CHECK(app::check_checkpoint_manifest(app::checkpoint_dir(run.path, 2)).empty());
 }
 
 namespace {

@@ -71,6 +71,16 @@ TEST_CASE("model.path inside a checkpoint is checked against the checkpoint's ma
   // A file outside the model folder that changed is the resume's business, not a reader's of the model.
   std::ofstream(ckpt + "/state/train_state.json") << "{\"step\": 5}";
   CHECK_NOTHROW(pulse::app::model_config_for(config, *tok));
+  std::ofstream(ckpt + "/state/notes.txt") << "an unlisted file the resume never reads";
+  CHECK_NOTHROW(pulse::app::model_config_for(config, *tok));
+  // A file added to the model folder after the save (an index would win over model.safetensors): refused.
+  std::ofstream(ckpt + "/model/model.safetensors.index.json") << R"({"weight_map": {}})";
+  CHECK_THROWS_WITH(pulse::app::model_config_for(config, *tok),
+                    Catch::Contains(ckpt + "/model/model.safetensors.index.json: not listed in MANIFEST.json "
+                                           "(added after the save)") &&
+                        Catch::Contains("remove the ones added after the save"));
+  std::filesystem::remove(ckpt + "/model/model.safetensors.index.json");
+  CHECK_NOTHROW(pulse::app::model_config_for(config, *tok));
 
   // One flipped bit in the weights (the file still parses): refused, naming the file and the manifest.
   {
