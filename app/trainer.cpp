@@ -94,9 +94,11 @@ void Trainer::setup() {
     build_policy();
     open_servers();  // workers can register while SFT runs
   } catch (...) {
+    agree_setup(false);
     discard_new_run_dir();
     throw;
   }
+  agree_setup(true);
   resume_step_ = opt_.resume_dir.empty() ? -1 : resumable_checkpoint(run_dir_);
   if (group_ && !opt_.resume_dir.empty()) resume_step_ = common_resume_step(resume_step_);
   if (resume_step_ >= 0) {
@@ -112,15 +114,52 @@ void Trainer::setup() {
 }
 
 /// A new run whose data, tokenizer, model or servers (a port in use) could not be set up leaves no run
-/// directory behind (it would hold only its config.toml; resuming it would fail the same way).
+/// directory behind (it would hold only its config.toml; resuming it would fail the same way), nor the
+/// parent folders this process made for it (runs/, the run folder above rank-K/) once they are empty.
 void Trainer::discard_new_run_dir() {
   if (!new_run_dir_) return;
   if (lock_fd_ >= 0) ::close(lock_fd_);
   lock_fd_ = -1;
   std::error_code ec;
   fs::remove_all(run_dir_, ec);
-  const fs::path base = fs::path(run_dir_).parent_path();
-  if (fs::path(run_dir_).filename().string().rfind("rank-", 0) == 0) fs::remove(base, ec);  // only if empty
+  if (created_top_.empty()) return;
+  const fs::path top = fs::path(created_top_).lexically_normal();
+  for (fs::path p = fs::absolute(run_dir_).lexically_normal().parent_path(); !p.empty();
+       p = p.parent_path()) {
+    const auto rel = p.lexically_relative(top);
+    if (rel.empty() || *rel.begin() == "..") break;  // above what this process made
+    if (!fs::remove(p, ec)) break;                   // not empty (another rank's folder), or gone
+    if (p == top) break;
+  }
+}
+
+/// Trainer groups: every rank says whether its setup (policy, servers) succeeded, so that when one
+/// fails (its port taken, say) the others fail at once too, and a new run's ranks all remove their
+/// folders, instead of the others training on into SFT and a checkpoint nobody can resume. A barrier
+/// after the removal keeps every rank alive until all have removed theirs (`pulse launch` stops the
+/// others once one exits). A failing rank whose peers are gone just goes on failing with its own error.
+void Trainer::agree_setup(bool ok) {
+  if (!group_) return;
+  std::vector<int64_t> failed;
+  try {
+    failed = group_->allgather_i64({ok ? 0 : 1}, "setup status");
+  } catch (const std::exception&) {
+    if (!ok) return;
+    throw;
+  }
+  int first_failed = -1;
+  for (size_t r = failed.size(); r-- > 0;)
+    if (failed[r] != 0) first_failed = static_cast<int>(r);
+  if (first_failed < 0) return;
+  discard_new_run_dir();
+  try {
+    group_->barrier("setup failure: run directories removed");
+  } catch (const std::exception&) {
+  }
+  if (!ok) return;
+  throw std::runtime_error("trainer rank " + std::to_string(first_failed) +
+                           " could not set up (its log says why); this rank stops too" +
+                           (new_run_dir_ ? ", and its new run directory " + run_dir_ + " was removed" : ""));
 }
 
 /// One process per run directory: an exclusive lock on RUN_DIR/.lock held for the process's lifetime.
@@ -229,6 +268,14 @@ void Trainer::open_run_dir() {
   }
   config_.run.dir = run_dir_;
   new_run_dir_ = opt_.resume_dir.empty() && !fs::exists(run_dir_);
+  if (new_run_dir_) {  // the outermost missing folder of the path: discard_new_run_dir removes up to it
+    for (fs::path p = fs::absolute(run_dir_).lexically_normal(); !p.empty() && !fs::exists(p);
+         p = p.parent_path())
+      created_top_ = p.string();
+    // The folder above rank-K/ is the run's, whichever rank made it: the last rank to go removes it.
+    const fs::path mine = fs::absolute(run_dir_).lexically_normal();
+    if (!rank_dir.empty() && created_top_ == mine.string()) created_top_ = mine.parent_path().string();
+  }
   fs::create_directories(run_dir_ + "/checkpoints");
   lock_run_dir();
   // A resumed run keeps its config.toml until its setup succeeded (a failed --set must not stick).

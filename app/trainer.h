@@ -75,6 +75,7 @@ class Trainer {
   void lock_run_dir();
   void refuse_algorithm_changes(const Config& stored) const;
   void discard_new_run_dir();
+  void agree_setup(bool ok);
   void join_group_weights();
   int64_t common_resume_step(int64_t mine);
   double elapsed() const;
@@ -113,6 +114,7 @@ class Trainer {
   rl::CommCounters comm_at_step_start_;        ///< to attribute bytes to each step's row
   int lock_fd_ = -1;                           ///< flock on RUN_DIR/.lock
   bool new_run_dir_ = false;                   ///< this process created RUN_DIR (a new run)
+  std::string created_top_;  ///< the outermost folder of RUN_DIR's path this process created ("" = none)
 };
 
 }  // namespace pulse::app

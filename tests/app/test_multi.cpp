@@ -2,9 +2,15 @@
 // each trainer with its own inference workers on loopback HTTP; and a rank killed mid-run.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <sstream>
 
+#include "app/free_port.h"
 #include "app/run_files.h"
 #include "sync/atomic_file.h"
 #include "sync/safetensors.h"
@@ -149,4 +155,31 @@ TEST_CASE(
   for (size_t i = 0; i < rows_after.size(); ++i)
     CHECK(rows_after[i]["reward_mean"] == rows_before[i]["reward_mean"]);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a rank whose port is taken stops every rank of a new launch, and no run directory is left",
+          "[app][multi]") {
+  ScopedTempDir dir("multi-port-taken");
+  const std::string cfg = write_tiny_config(dir), run = dir.path + "/run";
+  ::setenv("PULSE_TOKEN", "multi-port-token", 1);
+  // Rank r listens on port + 2r (control) and port + 2r + 1 (patches): rank 1's control port is taken.
+  const int port = pulse::app::free_tcp_port("127.0.0.1", 4);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port + 2));
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  pid_t pid = spawn_pulse({"launch", "--nproc", "2", "--", "trainer", cfg, "--quiet", "--set",
+                           "multi.mode=ddp", "--set", "run.workers=1", "--set", "multi.timeout_s=30", "--set",
+                           "transport.port=" + std::to_string(port), "--set", "run.dir=" + run},
+                          dir.path + "/launch");
+  CHECK(wait_exit(pid) != 0);
+  ::close(fd);
+  ::unsetenv("PULSE_TOKEN");
+  const std::string err = pulse::sync::read_file(dir.path + "/launch.err");
+  CHECK_THAT(err, Catch::Contains("control server: cannot bind 127.0.0.1:" + std::to_string(port + 2)));
+  CHECK_THAT(err, Catch::Contains("trainer rank 1 could not set up"));  // rank 0, before its SFT
+  CHECK_FALSE(std::filesystem::exists(run));
 }
