@@ -364,10 +364,11 @@ void ControlServer::start() {
   if (port_ == 0) {
     port_ = server_->bind_to_any_port(host_);
   } else if (!server_->bind_to_port(host_, port_)) {
-    throw std::runtime_error(
-        "control server: cannot bind " + host_ + ":" + std::to_string(port_) +
-        " (transport.port, shifted by 2 per trainer rank; in use? set another transport.port, "
-        "or 0 for free ports)");
+    const std::string why = sync::bind_failure_reason(host_, port_);
+    throw std::runtime_error("control server: cannot bind " + host_ + ":" + std::to_string(port_) +
+                             " (transport.port on transport.host, shifted by 2 per trainer rank): " +
+                             (why.empty() ? "in use by another process?" : why) +
+                             "; set another transport.port (0: free ports) or transport.host");
   }
   if (port_ < 0) throw std::runtime_error("control server: cannot bind " + host_ + " to a free port");
   thread_ = std::thread([this] { server_->listen_after_bind(); });

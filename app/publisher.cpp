@@ -105,7 +105,7 @@ Publisher::Publisher(const Config& config, const std::string& run_dir, const std
   sync::HttpServerOptions sopt;
   sopt.host = config.transport.host;
   sopt.port = port;
-  sopt.port_origin = "the patch port: transport.port + 1, shifted by 2 per trainer rank";
+  sopt.port_origin = "the patch port: transport.port + 1 on transport.host, shifted by 2 per trainer rank";
   sopt.token = token;
   sopt.tls_cert = config.transport.tls_cert;
   sopt.tls_key = config.transport.tls_key;

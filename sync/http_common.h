@@ -50,6 +50,13 @@ std::string load_token(const std::string& env_var, const std::string& file);
 /// taken. Not thread-safe (configures `server`).
 void listen_exclusively(httplib::Server& server);
 
+/// Why a server could not bind host:port, found by trying it again (cpp-httplib reports only false):
+/// "host 'x' does not resolve: ...", "Address already in use" (taken), "Cannot assign requested address"
+/// (not an address of this machine), ...; "" when the second try succeeds (the port was freed meanwhile).
+/// Binds and closes a socket of its own with SO_REUSEADDR, as listen_exclusively's servers do.
+/// Thread-safe.
+std::string bind_failure_reason(const std::string& host, int port);
+
 // ---- error answers ----------------------------------------------------------------------------------------
 
 /// Sets `status`, the body {"error": message} (application/json) and the header X-Pulse-Error (the message,

@@ -308,9 +308,10 @@ void PatchServer::start() {
     im.port = im.server->bind_to_port(im.opt.host, im.opt.port) ? im.opt.port : -1;
   }
   if (im.port <= 0) {
-    const std::string origin = im.opt.port_origin.empty() ? "" : im.opt.port_origin + "; ";
+    const std::string origin = im.opt.port_origin.empty() ? "" : " (" + im.opt.port_origin + ")";
+    const std::string why = bind_failure_reason(im.opt.host, im.opt.port);
     throw std::runtime_error("cannot bind HTTP server to " + im.opt.host + ":" + std::to_string(im.opt.port) +
-                             " (" + origin + "in use by another process?)");
+                             origin + ": " + (why.empty() ? "in use by another process?" : why));
   }
   // The socket already listens after bind, so clients may connect before the accept loop runs.
   im.thread = std::thread([&im] { im.server->listen_after_bind(); });

@@ -120,8 +120,19 @@ TEST_CASE("a second server cannot listen on a port a live server holds", "[sync]
   o.port = t.server.port();
   o.port_origin = "transport.port + 1";  // the error says which setting chose the port
   PatchServer second(t.store, o);
-  CHECK_THROWS_WITH(second.start(), Catch::Contains("cannot bind HTTP server to 127.0.0.1:" +
-                                                    std::to_string(o.port) + " (transport.port + 1; in use"));
+  CHECK_THROWS_WITH(second.start(),
+                    Catch::Contains("cannot bind HTTP server to 127.0.0.1:" + std::to_string(o.port) +
+                                    " (transport.port + 1): Address already in use"));
+  // An address that is not this machine's (192.0.2.1: TEST-NET-1, RFC 5737), or no address at all.
+  HttpServerOptions away = o;
+  away.host = "192.0.2.1";
+  PatchServer remote(t.store, away);
+  CHECK_THROWS_WITH(remote.start(),
+                    Catch::Contains("192.0.2.1:" + std::to_string(o.port) +
+                                    " (transport.port + 1): Cannot assign requested address"));
+  away.host = "no-such-host.invalid";
+  PatchServer unnamed(t.store, away);
+  CHECK_THROWS_WITH(unnamed.start(), Catch::Contains("host 'no-such-host.invalid' does not resolve"));
   // Once the first one stops, the port can be bound again at once.
   t.server.stop();
   PatchServer third(t.store, o);
