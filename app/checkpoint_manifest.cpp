@@ -150,6 +150,11 @@ std::vector<ManifestMismatch> check_checkpoint_manifest(const std::string& dir, 
         out.push_back(
             {rel, "not listed in " + std::string(kCheckpointManifest) + " (added after the save)", true});
     }
+    // A folder that cannot be listed could hide an added file: a mismatch, not a pass.
+    if (ec && ec != std::errc::no_such_file_or_directory)
+      out.push_back(
+          {closed,
+           "it or a folder in it cannot be listed to look for files added after the save: " + ec.message()});
   }
   return out;
 }

@@ -4,6 +4,10 @@
 // against the checkpoint's MANIFEST.json first.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -123,4 +127,47 @@ TEST_CASE("model.path inside a checkpoint is checked against the checkpoint's ma
   std::filesystem::remove(ckpt + "/MANIFEST.json");
   config.model.path = ckpt + "/model";
   CHECK(pulse::app::model_config_for(config, *tok).num_hidden_layers == 5);
+}
+
+TEST_CASE("a checkpoint's model folder with a subfolder that cannot be listed is refused, not passed",
+          "[app][setup][checkpoint]") {
+  // An added file could hide in a folder the reader cannot list. Root lists every folder, so as root the
+  // reader is `pulse generate` run as user nobody (setpriv), otherwise this process's user.
+  pulse::test_run::ScopedTempDir dir("model-unlistable");
+  const std::string ckpt = dir.path + "/step-2";
+  std::filesystem::create_directories(ckpt + "/model");
+  std::filesystem::copy_file(shared_path("models/stories260k/config.json"), ckpt + "/model/config.json");
+  std::filesystem::copy_file(shared_path("models/stories260k/model.safetensors"),
+                             ckpt + "/model/model.safetensors");
+  pulse::app::write_checkpoint_manifest(ckpt);
+  std::filesystem::create_directories(ckpt + "/model/sub");
+  std::filesystem::permissions(ckpt + "/model/sub", std::filesystem::perms::owner_exec);
+  const std::vector<std::string> generate = {
+      "generate", "--model", ckpt + "/model", "--prompt-ids", "1", "--max-new-tokens", "1"};
+  pid_t pid = -1;
+  if (::geteuid() == 0) {
+    std::vector<std::string> argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                     pulse::test_run::pulse_binary()};
+    argv.insert(argv.end(), generate.begin(), generate.end());
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    const std::string err = dir.path + "/gen.err";
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    REQUIRE(posix_spawnp(&pid, "setpriv", &fa, nullptr, args.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+  } else {
+    pid = pulse::test_run::spawn_pulse(generate, dir.path + "/gen");
+  }
+  CHECK(pulse::test_run::wait_exit(pid) != 0);
+  CHECK_THAT(pulse::sync::read_file(dir.path + "/gen.err"),
+             Catch::Contains(ckpt + "/model: it or a folder in it cannot be listed") &&
+                 Catch::Contains("Permission denied"));
+  std::filesystem::permissions(ckpt + "/model/sub", std::filesystem::perms::owner_all);
+  // Listable again (and empty): the model reads.
+  pid = pulse::test_run::spawn_pulse(generate, dir.path + "/gen-ok");
+  CHECK(pulse::test_run::wait_exit(pid) == 0);
 }
