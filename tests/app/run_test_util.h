@@ -3,9 +3,12 @@
 #pragma once
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,25 +96,51 @@ inline std::string pulse_binary() {
   return exe.string();
 }
 
-/// Starts the pulse binary with `args`; stdout/stderr go to `log_prefix`.out / .err.
-inline pid_t spawn_pulse(const std::vector<std::string>& args, const std::string& log_prefix) {
-  std::string bin = pulse_binary();
-  std::vector<std::string> all = {bin};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
+/// Starts `argv[0]` (found on PATH when it has no '/') with `argv`; stdout/stderr go to `log_prefix`.out
+/// / .err.
+inline pid_t spawn_logged(std::vector<std::string> argv, const std::string& log_prefix) {
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   std::string out = log_prefix + ".out", err = log_prefix + ".err";
   posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ);
+  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   REQUIRE(rc == 0);
   return pid;
 }
+
+/// Starts the pulse binary with `args`; stdout/stderr go to `log_prefix`.out / .err.
+inline pid_t spawn_pulse(const std::vector<std::string>& args, const std::string& log_prefix) {
+  std::vector<std::string> all = {pulse_binary()};
+  all.insert(all.end(), args.begin(), args.end());
+  return spawn_logged(std::move(all), log_prefix);
+}
+
+/// Another process's server on 127.0.0.1:port, as far as a bind is concerned: a socket bound there and
+/// listening until the holder is destroyed. REQUIREs that the port was free.
+struct PortHolder {
+  int fd = -1;
+  explicit PortHolder(int port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    REQUIRE(::listen(fd, 1) == 0);
+  }
+  ~PortHolder() {
+    if (fd >= 0) ::close(fd);
+  }
+  PortHolder(const PortHolder&) = delete;
+  PortHolder& operator=(const PortHolder&) = delete;
+};
 
 /// The child's exit code, or 128 + signal.
 inline int wait_exit(pid_t pid) {

@@ -2,34 +2,13 @@
 // before they listen (a trainer's control + patch ports, the c10d master port).
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <fstream>
+#include <memory>
 #include <stdexcept>
+#include <vector>
 
 #include "app/free_port.h"
-
-namespace {
-
-/// A socket bound to 127.0.0.1:port and listening, or -1 when that port is taken.
-int listen_on(int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 1) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-}  // namespace
+#include "tests/app/run_test_util.h"
 
 TEST_CASE("free_tcp_port: consecutive ports, all bindable, below the ephemeral range", "[app][ports]") {
   const auto [first, last] = pulse::app::ephemeral_port_range();
@@ -45,16 +24,13 @@ TEST_CASE("free_tcp_port: consecutive ports, all bindable, below the ephemeral r
       CHECK(p >= 1024);
       CHECK(p + count - 1 < first);
     }
-    int fds[5];
-    for (int i = 0; i < count; ++i) {
-      fds[i] = listen_on(p + i);
-      CHECK(fds[i] >= 0);
+    {
+      std::vector<std::unique_ptr<pulse::test_run::PortHolder>> held;  // REQUIREs each bind
+      for (int i = 0; i < count; ++i) held.push_back(std::make_unique<pulse::test_run::PortHolder>(p + i));
+      // While they are held, another call returns a run that avoids every one of them.
+      const int q = pulse::app::free_tcp_port("localhost", count);
+      CHECK((q + count - 1 < p || q > p + count - 1));
     }
-    // While they are held, another call returns a run that avoids every one of them.
-    const int q = pulse::app::free_tcp_port("localhost", count);
-    CHECK((q + count - 1 < p || q > p + count - 1));
-    for (int i = 0; i < count; ++i)
-      if (fds[i] >= 0) ::close(fds[i]);
   }
 }
 

@@ -2,12 +2,8 @@
 // each trainer with its own inference workers on loopback HTTP; and a rank killed mid-run.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <filesystem>
+#include <memory>
 #include <sstream>
 
 #include "app/free_port.h"
@@ -164,19 +160,13 @@ TEST_CASE("a rank whose port is taken stops every rank of a new launch, and no r
   ::setenv("PULSE_TOKEN", "multi-port-token", 1);
   // Rank r listens on port + 2r (control) and port + 2r + 1 (patches): rank 1's control port is taken.
   const int port = pulse::app::free_tcp_port("127.0.0.1", 4);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port + 2));
-  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  REQUIRE(::listen(fd, 1) == 0);
+  auto holder = std::make_unique<PortHolder>(port + 2);
   pid_t pid = spawn_pulse({"launch", "--nproc", "2", "--", "trainer", cfg, "--quiet", "--set",
                            "multi.mode=ddp", "--set", "run.workers=1", "--set", "multi.timeout_s=30", "--set",
                            "transport.port=" + std::to_string(port), "--set", "run.dir=" + run},
                           dir.path + "/launch");
   CHECK(wait_exit(pid) != 0);
-  ::close(fd);
+  holder.reset();
   ::unsetenv("PULSE_TOKEN");
   const std::string err = pulse::sync::read_file(dir.path + "/launch.err");
   CHECK_THAT(err, Catch::Contains("control server: cannot bind 127.0.0.1:" + std::to_string(port + 2)));

@@ -2,18 +2,16 @@
 // resume after kill -9, and CLI errors. Tiny dims so that the whole file stays around a minute on 2 cores.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "app/free_port.h"
@@ -177,18 +175,12 @@ TEST_CASE("pulse trainer whose patch port is taken names transport.port + 1 and 
   const std::string cfg = write_tiny_config(dir);
   const int port = pulse::app::free_tcp_port("127.0.0.1", 2);
   // Another process's server on the patch port (control port + 1).
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port + 1));
-  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  REQUIRE(::listen(fd, 1) == 0);
+  auto holder = std::make_unique<PortHolder>(port + 1);
   pid_t trainer = spawn_pulse({"trainer", cfg, "--set", "run.dir=" + dir.path + "/run", "--set",
                                "transport.port=" + std::to_string(port)},
                               dir.path + "/trainer");
   CHECK(wait_exit(trainer) != 0);
-  ::close(fd);
+  holder.reset();
   CHECK_THAT(
       pulse::sync::read_file(dir.path + "/trainer.err"),
       Catch::Contains("127.0.0.1:" + std::to_string(port + 1) + " (the patch port: transport.port + 1") &&

@@ -4,8 +4,6 @@
 // against the checkpoint's MANIFEST.json first.
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -144,24 +142,11 @@ TEST_CASE("a checkpoint's model folder with a subfolder that cannot be listed is
   std::filesystem::permissions(ckpt + "/model/sub", std::filesystem::perms::owner_exec);
   const std::vector<std::string> generate = {
       "generate", "--model", ckpt + "/model", "--prompt-ids", "1", "--max-new-tokens", "1"};
-  pid_t pid = -1;
-  if (::geteuid() == 0) {
-    std::vector<std::string> argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                     pulse::test_run::pulse_binary()};
-    argv.insert(argv.end(), generate.begin(), generate.end());
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    const std::string err = dir.path + "/gen.err";
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    REQUIRE(posix_spawnp(&pid, "setpriv", &fa, nullptr, args.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&fa);
-  } else {
-    pid = pulse::test_run::spawn_pulse(generate, dir.path + "/gen");
-  }
+  std::vector<std::string> as_reader = {pulse::test_run::pulse_binary()};
+  if (::geteuid() == 0)
+    as_reader = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", as_reader[0]};
+  as_reader.insert(as_reader.end(), generate.begin(), generate.end());
+  pid_t pid = pulse::test_run::spawn_logged(as_reader, dir.path + "/gen");
   CHECK(pulse::test_run::wait_exit(pid) != 0);
   CHECK_THAT(pulse::sync::read_file(dir.path + "/gen.err"),
              Catch::Contains(ckpt + "/model: it or a folder in it cannot be listed") &&
