@@ -94,8 +94,7 @@ void Trainer::setup() {
     build_policy();
     open_servers();  // workers can register while SFT runs
   } catch (...) {
-    agree_setup(false);
-    discard_new_run_dir();
+    agree_setup(false);  // removes a new run's folder
     throw;
   }
   agree_setup(true);
@@ -138,25 +137,27 @@ void Trainer::discard_new_run_dir() {
 /// folders, instead of the others training on into SFT and a checkpoint nobody can resume. A barrier
 /// after the removal keeps every rank alive until all have removed theirs (`pulse launch` stops the
 /// others once one exits). A failing rank whose peers are gone just goes on failing with its own error.
+/// Without a group: a failed setup removes the new run's folder.
 void Trainer::agree_setup(bool ok) {
-  if (!group_) return;
-  std::vector<int64_t> failed;
-  try {
-    failed = group_->allgather_i64({ok ? 0 : 1}, "setup status");
-  } catch (const std::exception&) {
-    if (!ok) return;
-    throw;
+  std::vector<int64_t> failed(1, ok ? 0 : 1);  // without a group: this process's own status
+  if (group_) {
+    try {
+      failed = group_->allgather_i64(failed, "setup status");
+    } catch (const std::exception&) {
+      if (ok) throw;
+    }
   }
-  int first_failed = -1;
-  for (size_t r = failed.size(); r-- > 0;)
-    if (failed[r] != 0) first_failed = static_cast<int>(r);
-  if (first_failed < 0) return;
+  const auto first = std::find(failed.begin(), failed.end(), 1);
+  if (first == failed.end()) return;
   discard_new_run_dir();
-  try {
-    group_->barrier("setup failure: run directories removed");
-  } catch (const std::exception&) {
+  if (group_) {
+    try {
+      group_->barrier("setup failure: run directories removed");
+    } catch (const std::exception&) {  // a peer already gone
+    }
   }
-  if (!ok) return;
+  if (!ok) return;  // the caller rethrows this rank's own error
+  const auto first_failed = first - failed.begin();
   throw std::runtime_error("trainer rank " + std::to_string(first_failed) +
                            " could not set up (its log says why); this rank stops too" +
                            (new_run_dir_ ? ", and its new run directory " + run_dir_ + " was removed" : ""));
@@ -269,11 +270,9 @@ void Trainer::open_run_dir() {
   config_.run.dir = run_dir_;
   new_run_dir_ = opt_.resume_dir.empty() && !fs::exists(run_dir_);
   if (new_run_dir_) {  // the outermost missing folder of the path: discard_new_run_dir removes up to it
-    for (fs::path p = fs::absolute(run_dir_).lexically_normal(); !p.empty() && !fs::exists(p);
-         p = p.parent_path())
-      created_top_ = p.string();
-    // The folder above rank-K/ is the run's, whichever rank made it: the last rank to go removes it.
     const fs::path mine = fs::absolute(run_dir_).lexically_normal();
+    for (fs::path p = mine; !p.empty() && !fs::exists(p); p = p.parent_path()) created_top_ = p.string();
+    // The folder above rank-K/ is the run's, whichever rank made it: the last rank to go removes it.
     if (!rank_dir.empty() && created_top_ == mine.string()) created_top_ = mine.parent_path().string();
   }
   fs::create_directories(run_dir_ + "/checkpoints");
