@@ -100,22 +100,27 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
   }
   const uint64_t block_elems = kScanBlockBytes / w;  // a multiple of kDiffGroup
   std::vector<uint64_t> masks(sizeof(U) == 2 ? 0 : block_elems / kDiffGroup);
-  uint64_t next = 0;  // position after the previous change (gap origin)
+  uint64_t next = 0;    // position after the previous change (gap origin)
+  uint64_t recent = 0;  // diff_emit16's density hint, carried from block to block (Emit16Cursor)
   for (uint64_t start = 0; start < n; start += block_elems) {
     const uint64_t cnt = std::min(block_elems, n - start);
     const uint8_t* a = base + start * w;
     const uint8_t* b = target + start * w;
     if constexpr (sizeof(U) == 2) {
       reserve_block(out, cnt, emit16_tail_room(cnt), n, start);
-      Emit16Cursor c{out.head.data() + out.head.size(), out.tail.data() + out.tail.size(),
-                     out.planes[0].data() + out.planes[0].size(), out.planes[1].data() + out.planes[1].size(),
-                     next};
+      Emit16Cursor c{out.head.data() + out.head.size(),
+                     out.tail.data() + out.tail.size(),
+                     out.planes[0].data() + out.planes[0].size(),
+                     out.planes[1].data() + out.planes[1].size(),
+                     next,
+                     recent};
       const uint64_t k = diff_emit16(a, b, start, cnt, delta, c, fused ? &fused_hash : nullptr);
       out.head.set_size(out.head.size() + k);
       out.tail.set_size(static_cast<size_t>(c.tail - out.tail.data()));
       out.planes[0].set_size(out.planes[0].size() + k);
       out.planes[1].set_size(out.planes[1].size() + k);
       next = c.next;
+      recent = c.recent_changes;
     } else {
       const uint64_t changed = diff_masks(a, b, cnt, w, masks.data());
       if (changed) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/apply_kernels.h"
@@ -152,7 +153,7 @@ TEST_CASE("diff_emit16: every variant and the portable kernel equal the element-
 }
 
 TEST_CASE("diff_emit16: long gaps right after dense runs equal the element-wise streams", "[sync][emit16]") {
-  // The SIMD kernels predict one-byte first gaps where the previous 4096 elements were dense; gaps of
+  // The SIMD kernels predict one-byte first gaps where the previous window was dense; gaps of
   // 127..20000 elements after dense runs (in one call and across calls) must still get their tails.
   std::mt19937_64 rng(5);
   std::vector<uint16_t> a, b;
@@ -174,7 +175,7 @@ TEST_CASE("diff_emit16: long gaps right after dense runs equal the element-wise 
 TEST_CASE("diff_emit16: groups of every change count, sparse and dense, equal the element-wise streams",
           "[sync][emit16]") {
   // The AVX2 kernel emits a 64-element group of <= 8 changes change by change (8 slots where the
-  // previous 4096 elements were dense, else 4 + 4) and bigger ones through the sub-group table: every
+  // previous window was dense, else 4 + 4) and bigger ones through the sub-group table: every
   // count 0..64, at random lanes, after a sparse and after a dense stretch, in tiles cut by the calls.
   std::mt19937_64 rng(11);
   std::vector<uint16_t> a, b;
@@ -199,6 +200,32 @@ TEST_CASE("diff_emit16: groups of every change count, sparse and dense, equal th
   REQUIRE(a.size() % 64 == 0);  // the group boundaries above are the kernels' (calls start at 0 mod 64)
   check_every_variant(a, b, {32768, 4096, 576, 64});
 }
+TEST_CASE("diff_emit16: every path of the windowed SIMD kernels, switched mid-call, equals the streams",
+          "[sync][emit16]") {
+  // The SIMD kernels scan 8192-element windows and pick each window's path by the changes in the one
+  // before (Emit16Cursor::recent_changes, carried across calls): AVX-512 one pass (from 2.2%) or two
+  // passes; AVX2 groups by the set bits of the non-empty ones (below 2%), group by group with 4 slots
+  // (2-3.1%) or with 8 (from 3.1%). Stretches of 0.5%, 2.5%, 10%, 0%, 1.5% and 3.5%, each two windows
+  // and a bit long, in calls that cut windows anywhere, visit every path and every switch between them.
+  std::mt19937_64 rng(13);
+  std::vector<uint16_t> a, b;
+  for (int per_mille : {5, 25, 100, 0, 15, 35, 100, 5}) {
+    for (int i = 0; i < 2 * 8192 + 3000; ++i) {
+      a.push_back(static_cast<uint16_t>(rng()));
+      b.push_back(static_cast<int>(rng() % 1000) < per_mille ? static_cast<uint16_t>(a.back() + 1)
+                                                             : a.back());
+    }
+  }
+  // Each path must have run: the changes per window of the reference cover every range above.
+  const Streams want = reference(a, b, false);
+  REQUIRE(want.changes > 0);
+  std::vector<uint64_t> per_window((a.size() + 8191) / 8192);
+  for (uint64_t i = 0; i < a.size(); ++i) per_window[i / 8192] += a[i] != b[i];
+  for (auto [lo, hi] : {std::pair<uint64_t, uint64_t>{1, 163}, {164, 179}, {180, 255}, {256, 100000}})
+    CHECK(std::any_of(per_window.begin(), per_window.end(), [&](uint64_t k) { return k >= lo && k <= hi; }));
+  check_every_variant(a, b, {32768, 8192, 10000, 4160, 577});
+}
+
 TEST_CASE("diff_emit16: huge gaps get full LEB128 tails", "[sync][emit16]") {
   // One change at element 5 of a block that starts `start` elements into the tensor, nothing before it:
   // gap = start + 5. The kernel writes tails of up to 3 bytes without a branch; longer ones take the
