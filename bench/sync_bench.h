@@ -74,6 +74,18 @@ struct SyncBenchResult {
   /// The same four in process CPU seconds (all threads; robust on a loaded machine). Table only.
   double encode_cpu_s_absolute = 0, encode_cpu_s_delta = 0, encode_raw_cpu_s_absolute = 0,
          encode_raw_cpu_s_delta = 0;
+  /// The encode's floor, process CPU seconds (best of the repetitions, same threads): XXH3-64 of every
+  /// base and target tensor read from memory (sync::tensor_hash, the kernel variant that runs), and of
+  /// the target alone (the trainer's path, PatchOptions::known_base_root). The format needs both hashes
+  /// (FORMAT.md, Hashes) and zstd needs its stage, so no encoder of this format with this zstd can use
+  /// less CPU than hash + zstd stage, even with a free compare and emission: memcpy CPU / (hash + zstd)
+  /// bounds encode/memcpy per CPU second. In the table and the JSON ("encode_floor").
+  double hash_both_cpu_s = 0, hash_target_cpu_s = 0;
+  /// The zstd stage in that floor: the smaller of the two value modes' (encode - the same encode at
+  /// level 0, CPU seconds, >= 0), so that the bounds hold for either mode; and the bounds themselves,
+  /// memcpy CPU seconds / (hash + zstd stage) with both sides hashed and with the target alone (0 when
+  /// not measured).
+  double floor_zstd_cpu_s = 0, max_encode_memcpy_cpu = 0, max_encode_known_base_memcpy_cpu = 0;
   std::string note;
   std::string kernels;  ///< the variants that ran, e.g. "diff_emit16 avx2, apply avx2, diff_masks avx2".
 };
@@ -93,7 +105,9 @@ std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std
 /// {"synthetic": {...}, "run": {...}}: per workload the keys (elements .. bit_identical), then
 /// threads, kernels, encode_memcpy / decode_memcpy (best codec vs best memcpy, wall), their paired
 /// spread encode_memcpy_paired / decode_memcpy_paired {median, lowest, highest}, and
-/// encode_known_base_gbps / decode_trusted_root_gbps.
+/// encode_known_base_gbps / decode_trusted_root_gbps, and encode_floor {hash_base_target_cpu_ms,
+/// hash_target_cpu_ms, zstd_cpu_ms, max_encode_memcpy_cpu, max_encode_known_base_memcpy_cpu} (see
+/// SyncBenchResult::hash_both_cpu_s; absent when an encode had no zstd stage to measure).
 std::string sync_bench_json(const std::vector<SyncBenchResult>& results);
 
 /// A human-readable table with the ratios to the targets.

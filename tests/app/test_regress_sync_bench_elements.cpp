@@ -46,6 +46,17 @@ TEST_CASE("sync bench refuses element counts beyond physical memory", "[bench][r
   CHECK(j["encode_memcpy_paired"]["median"].get<double>() == r.encode_memcpy_paired);
   CHECK(j["decode_memcpy_paired"]["lowest"].get<double>() == r.decode_memcpy_paired_lo);
   CHECK(j["encode_known_base_gbps"].get<double>() > 0);
+  // The encode's floor: memcpy CPU time (4096 BF16 elements = 8192 bytes) over hash + zstd stage.
+  REQUIRE(r.hash_both_cpu_s > 0);
+  REQUIRE(r.hash_target_cpu_s > 0);
+  CHECK(r.floor_zstd_cpu_s >= 0);
+  const double memcpy_cpu_s = 8192 / (r.memcpy_cpu_gbps * 1e9);
+  CHECK(r.max_encode_memcpy_cpu == Approx(memcpy_cpu_s / (r.hash_both_cpu_s + r.floor_zstd_cpu_s)));
+  CHECK(r.max_encode_known_base_memcpy_cpu ==
+        Approx(memcpy_cpu_s / (r.hash_target_cpu_s + r.floor_zstd_cpu_s)));
+  CHECK(j["encode_floor"]["hash_base_target_cpu_ms"].get<double>() == Approx(1e3 * r.hash_both_cpu_s));
+  CHECK(j["encode_floor"]["max_encode_memcpy_cpu"].get<double>() == r.max_encode_memcpy_cpu);
+  CHECK(pulse::bench::sync_bench_table(results).find("encode floor (CPU)") != std::string::npos);
   o.repeat = 0;
   CHECK_THROWS_WITH(run_sync_bench(o, log), Catch::Contains("--repeat"));
 }
