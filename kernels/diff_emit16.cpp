@@ -49,6 +49,21 @@ inline void prefetch_scan_ahead(const uint8_t* p, const uint8_t* q) {
   __builtin_prefetch(reinterpret_cast<const void*>(qa + 64));
 }
 
+/// Runs `pass(offset, n, last)` over the call's `count` elements in windows of kDenseWindow (n elements
+/// from element offset `offset`; `last`: the call's final window) and keeps each window's change count,
+/// the pass's return, in c.recent_changes, where the next window's pass reads it to pick its path.
+/// Returns the changes of all windows.
+template <typename Pass>
+inline uint64_t for_each_window(uint64_t count, Emit16Cursor& c, Pass&& pass) {
+  uint64_t total = 0;
+  for (uint64_t w = 0; w < count; w += kDenseWindow) {
+    const uint64_t n = std::min(kDenseWindow, count - w);
+    c.recent_changes = pass(w, n, w + n == count);
+    total += c.recent_changes;
+  }
+  return total;
+}
+
 /// The head byte of `gap` at *h and its tail (if any) at t; returns the new tail end. The tail is
 /// written without a branch for gaps < 2^28 (at 1% density about a third of the first changes of a
 /// group have a tail, at random: a branch would mispredict); `t` needs 9 bytes of room.
@@ -173,73 +188,59 @@ PULSE_AVX512_TARGET __attribute__((always_inline)) inline void emit_group512(
   total += k;
 }
 
-/// One pass over `count` elements (the diff_emit16 contract): each group compared, hashed and emitted
-/// from the same registers; no data-dependent branch but the one on an empty group. The kernel's dense
-/// path (an empty group is rare there: 1% of the groups at 7% density).
-template <bool kDelta, bool kHashA, bool kHashB>
-PULSE_AVX512_TARGET __attribute__((noinline)) uint64_t diff_emit16_avx512_one_pass(
+/// The AVX-512 kernel over `count` elements (the diff_emit16 contract), one of two ways. One pass (the
+/// dense path, kTwoPass false: an empty group is rare there, 1% of the groups at 7% density): each group
+/// compared, hashed and emitted from the same registers, no data-dependent branch but the one on an
+/// empty group. Two passes (the sparse path): tiles of kTile groups, a pass that compares and hashes
+/// keeping each group's change mask, then only the tile's non-empty groups emitted, loaded again from L1.
+/// At 1% density about half the groups are empty, at random: the one-pass loop's branch on an empty group
+/// mispredicts about every second group, the loop over the set bits of a tile's non-empty groups about
+/// once per tile (its exit). Each way is a function of its own: in one function the two loops ran out of
+/// registers (the one pass then took 5-10% longer at 7%).
+template <bool kDelta, bool kHashA, bool kHashB, bool kTwoPass>
+PULSE_AVX512_TARGET __attribute__((noinline)) uint64_t diff_emit16_avx512_pass(
     const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, Emit16Cursor& c, Emit16Hash* hash) {
   uint8_t *h = c.head, *t = c.tail, *lo = c.lo, *hi = c.hi;
   uint64_t next = c.next, total = 0;
   __m512i acc_a = _mm512_setzero_si512(), acc_b = _mm512_setzero_si512();
   if (kHashA) acc_a = _mm512_load_si512(hash->base->acc);
   if (kHashB) acc_b = _mm512_load_si512(hash->target->acc);
-  // Locals, not loads through `hash`: every byte store to the streams could alias it.
+  // Locals, not loads through `hash`: every byte store to the streams could alias it (measured: the one
+  // pass took 10% longer at 7% with the loads).
   const uint8_t* const secret = hash ? hash->secret : nullptr;
   const uint64_t hash_end = hash ? hash->block_bytes : 0;
   const __m512i tables[4] = {_mm512_load_si512(kAvx512Tables.iota), _mm512_load_si512(kAvx512Tables.up),
                              _mm512_load_si512(kAvx512Tables.even), _mm512_load_si512(kAvx512Tables.odd)};
-  for (uint64_t i = 0; i < count; i += 64) {
-    __m512i a0, a1, b0, b1;
-    prefetch_scan_ahead(a + 2 * i, b + 2 * i);
-    load_group512(a, b, i, count, a0, a1, b0, b1);
-    const __mmask64 m =
-        hash_compare512<kHashA, kHashB>(2 * (start + i), secret, hash_end, acc_a, acc_b, a0, a1, b0, b1);
-    if (m != 0) emit_group512<kDelta>(start + i, m, a0, a1, b0, b1, tables, h, t, lo, hi, next, total);
-  }
-  c.head = h, c.tail = t, c.lo = lo, c.hi = hi, c.next = next;
-  if (kHashA) _mm512_store_si512(hash->base->acc, acc_a);
-  if (kHashB) _mm512_store_si512(hash->target->acc, acc_b);
-  return total;
-}
-
-/// The kernel's sparse path over `count` elements (the diff_emit16 contract): tiles of kTile groups, a
-/// pass that compares and hashes keeping each group's change mask, then only the tile's non-empty
-/// groups emitted, loaded again from L1. At 1% density about half the groups are empty, at random: the
-/// one-pass loop's branch on an empty group mispredicts about every second group, this loop over the
-/// set bits of the tile's non-empty groups about once per tile (its exit).
-template <bool kDelta, bool kHashA, bool kHashB>
-PULSE_AVX512_TARGET __attribute__((noinline)) uint64_t diff_emit16_avx512_two_pass(
-    const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, Emit16Cursor& c, Emit16Hash* hash) {
-  uint8_t *h = c.head, *t = c.tail, *lo = c.lo, *hi = c.hi;
-  uint64_t next = c.next, total = 0;
-  __m512i acc_a = _mm512_setzero_si512(), acc_b = _mm512_setzero_si512();
-  if (kHashA) acc_a = _mm512_load_si512(hash->base->acc);
-  if (kHashB) acc_b = _mm512_load_si512(hash->target->acc);
-  // Locals, not loads through `hash`: every byte store to the streams could alias it.
-  const uint8_t* const secret = hash ? hash->secret : nullptr;
-  const uint64_t hash_end = hash ? hash->block_bytes : 0;
-  const __m512i tables[4] = {_mm512_load_si512(kAvx512Tables.iota), _mm512_load_si512(kAvx512Tables.up),
-                             _mm512_load_si512(kAvx512Tables.even), _mm512_load_si512(kAvx512Tables.odd)};
-  uint64_t masks[kTile];
-  for (uint64_t i0 = 0; i0 < count; i0 += 64 * kTile) {
-    const uint64_t groups = std::min<uint64_t>(kTile, (count - i0 + 63) / 64);
-    uint64_t nonempty = 0;  // bit g: group g of the tile has a change
-    for (uint64_t g = 0; g < groups; ++g) {
-      const uint64_t i = i0 + 64 * g;
+  if constexpr (!kTwoPass) {
+    for (uint64_t i = 0; i < count; i += 64) {
       __m512i a0, a1, b0, b1;
       prefetch_scan_ahead(a + 2 * i, b + 2 * i);
       load_group512(a, b, i, count, a0, a1, b0, b1);
-      masks[g] =
+      const __mmask64 m =
           hash_compare512<kHashA, kHashB>(2 * (start + i), secret, hash_end, acc_a, acc_b, a0, a1, b0, b1);
-      nonempty |= static_cast<uint64_t>(masks[g] != 0) << g;
+      if (m != 0) emit_group512<kDelta>(start + i, m, a0, a1, b0, b1, tables, h, t, lo, hi, next, total);
     }
-    for (uint64_t nz = nonempty; nz != 0; nz = _blsr_u64(nz)) {
-      const uint64_t g = _tzcnt_u64(nz);
-      const uint64_t i = i0 + 64 * g;
-      __m512i a0, a1, b0, b1;
-      load_group512(a, b, i, count, a0, a1, b0, b1);
-      emit_group512<kDelta>(start + i, masks[g], a0, a1, b0, b1, tables, h, t, lo, hi, next, total);
+  } else {
+    uint64_t masks[kTile];
+    for (uint64_t i0 = 0; i0 < count; i0 += 64 * kTile) {
+      const uint64_t groups = std::min<uint64_t>(kTile, (count - i0 + 63) / 64);
+      uint64_t nonempty = 0;  // bit g: group g of the tile has a change
+      for (uint64_t g = 0; g < groups; ++g) {
+        const uint64_t i = i0 + 64 * g;
+        __m512i a0, a1, b0, b1;
+        prefetch_scan_ahead(a + 2 * i, b + 2 * i);
+        load_group512(a, b, i, count, a0, a1, b0, b1);
+        masks[g] =
+            hash_compare512<kHashA, kHashB>(2 * (start + i), secret, hash_end, acc_a, acc_b, a0, a1, b0, b1);
+        nonempty |= static_cast<uint64_t>(masks[g] != 0) << g;
+      }
+      for (uint64_t nz = nonempty; nz != 0; nz = _blsr_u64(nz)) {
+        const uint64_t g = _tzcnt_u64(nz);
+        const uint64_t i = i0 + 64 * g;
+        __m512i a0, a1, b0, b1;
+        load_group512(a, b, i, count, a0, a1, b0, b1);
+        emit_group512<kDelta>(start + i, masks[g], a0, a1, b0, b1, tables, h, t, lo, hi, next, total);
+      }
     }
   }
   c.head = h, c.tail = t, c.lo = lo, c.hi = hi, c.next = next;
@@ -253,20 +254,14 @@ PULSE_AVX512_TARGET __attribute__((noinline)) uint64_t diff_emit16_avx512_two_pa
 /// sides hashed, 1-ULP changes at random, old and new interleaved in one process, paired medians):
 /// see kernels/diff_emit16.h.
 template <bool kDelta, bool kHashA, bool kHashB>
-PULSE_AVX512_TARGET uint64_t diff_emit16_avx512(const uint8_t* a, const uint8_t* b, uint64_t start,
-                                                uint64_t count, Emit16Cursor& c, Emit16Hash* hash) {
-  uint64_t total = 0;
-  for (uint64_t w = 0; w < count; w += kDenseWindow) {
-    const uint64_t n = std::min(kDenseWindow, count - w);
-    const bool dense = c.recent_changes >= kAvx512DenseChanges;
-    const uint64_t k = dense ? diff_emit16_avx512_one_pass<kDelta, kHashA, kHashB>(a + 2 * w, b + 2 * w,
-                                                                                   start + w, n, c, hash)
-                             : diff_emit16_avx512_two_pass<kDelta, kHashA, kHashB>(a + 2 * w, b + 2 * w,
-                                                                                   start + w, n, c, hash);
-    c.recent_changes = k;
-    total += k;
-  }
-  return total;
+uint64_t diff_emit16_avx512(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count,
+                            Emit16Cursor& c, Emit16Hash* hash) {
+  return for_each_window(count, c, [&](uint64_t w, uint64_t n, bool) {
+    return c.recent_changes >= kAvx512DenseChanges ? diff_emit16_avx512_pass<kDelta, kHashA, kHashB, false>(
+                                                         a + 2 * w, b + 2 * w, start + w, n, c, hash)
+                                                   : diff_emit16_avx512_pass<kDelta, kHashA, kHashB, true>(
+                                                         a + 2 * w, b + 2 * w, start + w, n, c, hash);
+  });
 }
 
 template <bool kDelta>
@@ -489,8 +484,18 @@ PULSE_AVX2_TARGET __attribute__((noinline)) uint64_t diff_emit16_avx2_pass(const
                              _mm256_xor_si256(_mm256_slli_epi16(d, 1), _mm256_srai_epi16(d, 15)));
         }
     }
-    // Emits group g (mask m != 0).
-    auto emit = [&](uint64_t g, uint64_t m) PULSE_AVX2_TARGET __attribute__((always_inline)) {
+    // Emit. kNonEmpty visits the set bits of `nonempty` (tzcnt of none is 64: past the last group); the
+    // others every group of a tile with a change, a branch skipping the empty ones.
+    if (!kSetBits && any == 0) continue;
+    for (uint64_t g = kSetBits ? _tzcnt_u64(nonempty) : 0, following; g < groups; g = following) {
+      if (kSetBits) {
+        nonempty = _blsr_u64(nonempty);
+        following = _tzcnt_u64(nonempty);
+      } else {
+        following = g + 1;
+      }
+      const uint64_t m = masks[g];
+      if (!kSetBits && m == 0) continue;
       const uint64_t i = i0 + 64 * g;
       const uint8_t* src = kDelta                                        ? zz + 128 * g
                            : count - i < 64 || (last && count - i == 64) ? rest_b
@@ -506,27 +511,6 @@ PULSE_AVX2_TARGET __attribute__((noinline)) uint64_t diff_emit16_avx2_pass(const
       else
         t = put_gap(h + o0, t, gap);
       next = start + i + 64 - static_cast<uint64_t>(_lzcnt_u64(m));
-    };
-    if (kSetBits) {
-      for (uint64_t nz = nonempty; nz != 0; nz = _blsr_u64(nz)) emit(_tzcnt_u64(nz), masks[_tzcnt_u64(nz)]);
-    } else if (any != 0) {
-      // A plain loop, not the lambda: with it the dense path took 2-3% longer at 7% and 12% density.
-      for (uint64_t g = 0; g < groups; ++g) {
-        const uint64_t m = masks[g];
-        if (m == 0) continue;
-        const uint64_t i = i0 + 64 * g;
-        const uint8_t* src = kDelta                                        ? zz + 128 * g
-                             : count - i < 64 || (last && count - i == 64) ? rest_b
-                                                                           : b + 2 * i;
-        const uint64_t o0 = o;
-        emit_group<dense ? 8 : 4>(m, src, h, lo, hi, o);
-        const uint64_t gap = start + i + static_cast<uint64_t>(_tzcnt_u64(m)) - next;
-        if (dense && gap < 128)
-          h[o0] = static_cast<uint8_t>(gap);
-        else
-          t = put_gap(h + o0, t, gap);
-        next = start + i + 64 - static_cast<uint64_t>(_lzcnt_u64(m));
-      }
     }
   }
   c.head = h + o, c.tail = t, c.lo = lo + o, c.hi = hi + o, c.next = next;
@@ -544,27 +528,19 @@ PULSE_AVX2_TARGET __attribute__((noinline)) uint64_t diff_emit16_avx2_pass(const
 /// 64 elements per group, in windows of kDenseWindow elements, each emitted as the changes in the window
 /// before it say (Emit16Cursor::recent_changes, Avx2Emit).
 template <bool kDelta, bool kHashA, bool kHashB>
-PULSE_AVX2_TARGET uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, uint64_t start,
-                                            uint64_t count, Emit16Cursor& c, Emit16Hash* hash) {
-  uint64_t total = 0;
-  for (uint64_t w = 0; w < count; w += kDenseWindow) {
-    const uint64_t n = std::min(kDenseWindow, count - w);
-    const bool last = w + n == count;
+uint64_t diff_emit16_avx2(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, Emit16Cursor& c,
+                          Emit16Hash* hash) {
+  return for_each_window(count, c, [&](uint64_t w, uint64_t n, bool last) {
     const uint8_t *wa = a + 2 * w, *wb = b + 2 * w;
-    uint64_t k;
     if (c.recent_changes >= kAvx2DenseChanges)
-      k = diff_emit16_avx2_pass<kDelta, kHashA, kHashB, Avx2Emit::kDense>(wa, wb, start + w, n, last, c,
-                                                                          hash);
-    else if (c.recent_changes >= kAvx2NonEmptyBelow)
-      k = diff_emit16_avx2_pass<kDelta, kHashA, kHashB, Avx2Emit::kSparse>(wa, wb, start + w, n, last, c,
-                                                                           hash);
-    else
-      k = diff_emit16_avx2_pass<kDelta, kHashA, kHashB, Avx2Emit::kNonEmpty>(wa, wb, start + w, n, last, c,
+      return diff_emit16_avx2_pass<kDelta, kHashA, kHashB, Avx2Emit::kDense>(wa, wb, start + w, n, last, c,
                                                                              hash);
-    c.recent_changes = k;
-    total += k;
-  }
-  return total;
+    if (c.recent_changes >= kAvx2NonEmptyBelow)
+      return diff_emit16_avx2_pass<kDelta, kHashA, kHashB, Avx2Emit::kSparse>(wa, wb, start + w, n, last, c,
+                                                                              hash);
+    return diff_emit16_avx2_pass<kDelta, kHashA, kHashB, Avx2Emit::kNonEmpty>(wa, wb, start + w, n, last, c,
+                                                                              hash);
+  });
 }
 
 template <bool kDelta>
