@@ -356,8 +356,9 @@ double entropy_bound_bits(const std::vector<sync::TensorView>& base,
 }
 
 /// The memcpy baseline: the target's bytes copied into pre-faulted buffers on the codec's threads. Sampled
-/// at the start and again before every codec repetition, best sample kept: the machine's memory speed
-/// drifts over seconds on shared hosts, and the codec must not be compared with a slow moment of memcpy.
+/// at the start and again before every codec (and floor hash) repetition, best sample kept: the machine's
+/// memory speed drifts over seconds on shared hosts, and the codec must not be compared with a slow moment of
+/// memcpy.
 class MemcpyBaseline {
  public:
   MemcpyBaseline(const std::vector<sync::TensorView>& target, int threads)
@@ -543,7 +544,7 @@ SyncBenchResult measure_sync_step(const std::string& workload, const std::vector
   r.memcpy_cpu_gbps = bytes / memcpy_baseline.best().cpu / 1e9;
   r.floor_zstd_cpu_s = std::max(0.0, std::min(r.encode_cpu_s_absolute - r.encode_raw_cpu_s_absolute,
                                               r.encode_cpu_s_delta - r.encode_raw_cpu_s_delta));
-  if (r.hash_both_cpu_s > 0) {
+  if (r.hash_both_cpu_s > 0 && r.hash_target_cpu_s + r.floor_zstd_cpu_s > 0) {
     r.max_encode_memcpy_cpu = memcpy_baseline.best().cpu / (r.hash_both_cpu_s + r.floor_zstd_cpu_s);
     r.max_encode_known_base_memcpy_cpu =
         memcpy_baseline.best().cpu / (r.hash_target_cpu_s + r.floor_zstd_cpu_s);

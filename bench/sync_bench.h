@@ -107,7 +107,7 @@ std::vector<SyncBenchResult> run_sync_bench(const SyncBenchOptions& options, std
 /// spread encode_memcpy_paired / decode_memcpy_paired {median, lowest, highest}, and
 /// encode_known_base_gbps / decode_trusted_root_gbps, and encode_floor {hash_base_target_cpu_ms,
 /// hash_target_cpu_ms, zstd_cpu_ms, max_encode_memcpy_cpu, max_encode_known_base_memcpy_cpu} (see
-/// SyncBenchResult::hash_both_cpu_s; absent when an encode had no zstd stage to measure).
+/// SyncBenchResult::hash_both_cpu_s; absent when the hash or memcpy CPU time measured 0).
 std::string sync_bench_json(const std::vector<SyncBenchResult>& results);
 
 /// A human-readable table with the ratios to the targets.

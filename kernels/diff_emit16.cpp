@@ -27,7 +27,7 @@ namespace {
 /// alike.
 constexpr uint64_t kScanPrefetchBytes = 4096;
 
-/// Groups (64 elements) per tile of the SIMD kernels: the unit of their sparse two-pass scan.
+/// Groups (64 elements) per tile: the AVX2 kernel's unit in every mode, the AVX-512 two-pass scan's.
 constexpr uint64_t kTile = 8;
 /// The SIMD kernels scan in windows of kDenseWindow elements and pick each window's path by the changes
 /// in the window before it (Emit16Cursor::recent_changes): dense from kAvx512DenseChanges (2.2%) or
@@ -395,9 +395,9 @@ enum class Avx2Emit {
   kDense,     ///< from 3.1%: the same with 8 slots, and the first gap's tail behind a branch
 };
 
-/// The AVX2 kernel over `count` elements (the diff_emit16 contract; `last`: no element follows them in
-/// the tensor, so the final group is copied out before emit_slots reads 2 bytes past it), in tiles of
-/// kTile groups (4 and 16 measured no faster), emitting as kMode says.
+/// The AVX2 kernel over `count` elements (the diff_emit16 contract; `last`: the call's final window, after
+/// which the caller's buffer may end, so the final group is copied out before emit_slots reads 2 bytes past
+/// it), in tiles of kTile groups (4 and 16 measured no faster), emitting as kMode says.
 template <bool kDelta, bool kHashA, bool kHashB, Avx2Emit kMode>
 PULSE_AVX2_TARGET __attribute__((noinline)) uint64_t diff_emit16_avx2_pass(const uint8_t* a, const uint8_t* b,
                                                                            uint64_t start, uint64_t count,
@@ -418,7 +418,8 @@ PULSE_AVX2_TARGET __attribute__((noinline)) uint64_t diff_emit16_avx2_pass(const
     acc_b0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hash->target->acc));
     acc_b1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hash->target->acc + 4));
   }
-  // The call's last group (count - i <= 64), zero padded; 2 bytes past 128 for emit_slots.
+  // A partial last group, or the full one ending the call's last window, zero padded; 2 bytes past 128
+  // for emit_slots.
   alignas(32) uint8_t rest_a[160], rest_b[160];
   alignas(32) uint8_t zz[kTile * 128 + 32];  // delta mode: the tile's zigzag values
   uint64_t masks[kTile];

@@ -43,8 +43,9 @@ struct Emit16Cursor {
   uint8_t* lo = nullptr;    ///< value plane 0: byte 0 of each stored value
   uint8_t* hi = nullptr;    ///< value plane 1: byte 1 of each stored value
   uint64_t next = 0;        ///< position after the previous change (origin of the next gap)
-  /// Changes in the last window of 8192 elements the SIMD kernels scanned (0 at a tensor's start): picks
-  /// the path for the next one (dense or sparse; the bytes written are the same either way).
+  /// Changes in the last window (8192 elements, fewer at a call's end; not scaled) the SIMD kernels
+  /// scanned; they read it to pick the next window's path and write it back (the portable kernel leaves
+  /// it). 0 at a tensor's start. The bytes written are the same whatever it holds.
   uint64_t recent_changes = 0;
 };
 
