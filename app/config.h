@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "rl/diloco.h"
 #include "rl/eval.h"
-#include "rl/grpo.h"
-#include "rl/optimizer.h"
+#include "rl/grpo_config.h"
+#include "rl/optimizer_config.h"
+#include "rl/outer_config.h"
 #include "rl/sft.h"
 #include "sync/patch.h"
 #include "sync/version_store.h"

@@ -24,22 +24,11 @@
 #include <string>
 #include <vector>
 
+#include "rl/outer_config.h"
+
 namespace pulse::rl {
 
 class TrainerGroup;
-
-/// [multi] settings.
-struct OuterConfig {
-  std::string mode = "single";  ///< single | ddp | diloco | pulseloco
-  int64_t inner_steps = 10;     ///< H: local steps per outer round (diloco, pulseloco)
-  double outer_lr = 0.7;        ///< outer SGD learning rate (DiLoCo's 0.7)
-  double outer_momentum = 0.9;  ///< Nesterov momentum mu (0 = plain SGD)
-  bool gate_open = false;       ///< pulseloco: every entry fires (then it sends what diloco sends)
-  double timeout_s = 300;  ///< any collective (and the rendezvous) fails after this long, naming the rank
-  int zstd_level = 1;      ///< pulseloco: zstd level tried on index/value streams (0 = raw only)
-  /// Throws std::invalid_argument naming the field.
-  void validate() const;
-};
 
 /// What one outer round did on this rank.
 struct OuterRoundStats {

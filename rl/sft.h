@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "rl/optimizer.h"
+#include "rl/optimizer_config.h"
 #include "rl/problem.h"
 
 namespace pulse::model {
