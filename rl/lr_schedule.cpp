@@ -1,8 +1,8 @@
-// Learning-rate schedules and optimizer config validation (rl/optimizer.h).
+// Learning-rate schedules and optimizer config validation (rl/optimizer_config.h).
 #include <cmath>
 #include <stdexcept>
 
-#include "rl/optimizer.h"
+#include "rl/optimizer_config.h"
 
 namespace pulse::rl {
 
