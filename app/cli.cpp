@@ -8,14 +8,14 @@
 #include <iostream>
 #include <memory>
 
-#include "app/cmd_bench_kernels.h"
-#include "app/commands.h"
+#include "app/cmd/cmd_bench_kernels.h"
+#include "app/cmd/commands.h"
 #include "app/config.h"
-#include "app/control.h"
+#include "app/wire/control.h"
 #include "app/job.h"
-#include "app/launch.h"
-#include "app/report.h"
-#include "app/worker.h"
+#include "app/cmd/launch.h"
+#include "app/run/report.h"
+#include "app/worker/worker.h"
 
 namespace pulse::app {
 namespace {

@@ -1,5 +1,5 @@
 // The `pulse` command line (CLI11): run, trainer, worker, eval, config, report, plus the sync, reward and
-// bench subcommands that other areas register (app/commands.h).
+// bench subcommands that other areas register (app/cmd/commands.h).
 #pragma once
 
 namespace pulse::app {

@@ -2,7 +2,7 @@
 //
 // `pulse run` = one trainer + run.workers inference workers as threads of one process; they talk over
 // loopback HTTP exactly as `pulse trainer` and `pulse worker --trainer URL` processes on different machines
-// do (app/control.h: jobs and rollouts; sync/transport_http.h: PULSESync patches).
+// do (app/wire/control.h: jobs and rollouts; sync/transport_http.h: PULSESync patches).
 #pragma once
 #include <string>
 #include <vector>

@@ -10,7 +10,7 @@
 #include <regex>
 #include <stdexcept>
 
-#include "app/checkpoints.h"
+#include "app/run/checkpoints.h"
 #include "datasets/catalog.h"
 #include "datasets/loaders.h"
 #include "datasets/mbpp_fewshot.h"

@@ -12,7 +12,7 @@
 #include "model/transformer.h"
 #include "rl/eval.h"
 #include "rl/problem.h"
-#include "sync/tensor_view.h"
+#include "sync/io/tensor_view.h"
 
 namespace pulse::app {
 

@@ -251,7 +251,7 @@ fi
 grpo_pulse=${PULSE_GPU_CHECK_GRPO_PULSE:-build-gpu/pulse}
 grpo_device=${PULSE_GPU_CHECK_GRPO_DEVICE:-cuda}
 # model.dtype = bfloat16: the workers' parameters are BF16, so their syncs can patch them on the GPU
-# (app/device_weights.h); the default's float32 parameters are always copied whole.
+# (app/worker/device_weights.h); the default's float32 parameters are always copied whole.
 grpo_args=(configs/default.toml --quiet --log-json --set sft.steps=60 --set sft.warmup_steps=5
   --set rl.steps=4 --set eval.before=false --set eval.after=false --set run.checkpoint_every=0
   --set model.dtype=bfloat16)

@@ -1,6 +1,6 @@
 // `pulse bench loco`: DDP vs DiLoCo vs PULSELoCo from the same seed, side by side: bytes each trainer sends
 // per round and over the same window of steps, fired fraction, reward curves. The runs themselves are
-// real multi-trainer runs (`pulse launch`, app/cmd_bench_loco.cpp); this file reads their run folders and
+// real multi-trainer runs (`pulse launch`, app/cmd/cmd_bench_loco.cpp); this file reads their run folders and
 // builds the comparison.
 #pragma once
 #include <cstdint>

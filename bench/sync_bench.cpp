@@ -24,11 +24,11 @@
 #include "kernels/diff_scan.h"
 #include "kernels/splitmix64.h"
 #include "kernels/xxh3_long.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "sync/hash.h"
 #include "sync/parallel.h"
 #include "sync/patch.h"
-#include "sync/safetensors.h"
+#include "sync/io/safetensors.h"
 
 namespace pulse::bench {
 

@@ -9,7 +9,7 @@
 #include "datasets/math_convert.h"
 #include "datasets/sha256.h"
 #include "datasets/tar_reader.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 
 namespace fs = std::filesystem;
 

@@ -10,9 +10,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "sync/atomic_file.h"
-#include "sync/safetensors.h"
-#include "sync/tensor_view.h"
+#include "sync/io/atomic_file.h"
+#include "sync/io/safetensors.h"
+#include "sync/io/tensor_view.h"
 
 namespace pulse::model {
 namespace {

@@ -1,5 +1,5 @@
 // HF safetensors checkpoints <-> Transformer parameters, by HF tensor name (the module tree mirrors HF,
-// so named_parameters() keys are the checkpoint keys). File I/O goes through sync/safetensors.h.
+// so named_parameters() keys are the checkpoint keys). File I/O goes through sync/io/safetensors.h.
 #pragma once
 #include <string>
 

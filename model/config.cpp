@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 
 namespace pulse::model {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "model/tokenizer_bpe.h"
 #include "model/tokenizer_sp.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 
 namespace pulse::model {
 namespace fs = std::filesystem;

@@ -13,7 +13,7 @@
 #include <stdexcept>
 
 #include "model/unicode.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 
 namespace pulse::model {
 

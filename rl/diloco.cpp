@@ -13,7 +13,7 @@
 #include "rl/process_group.h"
 #include "sync/gpu_loco.h"
 #include "sync/loco_exchange.h"
-#include "sync/safetensors.h"
+#include "sync/io/safetensors.h"
 
 namespace pulse::rl {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "model/checkpoint.h"
 #include "model/transformer.h"
-#include "sync/safetensors.h"
+#include "sync/io/safetensors.h"
 
 namespace pulse::rl {
 
@@ -119,7 +119,7 @@ uint64_t MasterAdam::cast_to_model() {
     s.bf16.copy_(next);
     s.param.copy_(s.bf16);  // exact: BF16 values are representable in the FP32 or BF16 parameter
     // A device cast's host copy is refreshed when bf16_views() is read: with patches encoded on the
-    // device (app/gpu_patch_encoder.h) nothing reads it per step, and a model-sized copy is saved.
+    // device (app/trainer/gpu_patch_encoder.h) nothing reads it per step, and a model-sized copy is saved.
     if (!s.bf16_host.is_same(s.bf16)) impl_->host_stale = true;
   }
   return changed.defined() ? static_cast<uint64_t>(changed.item<int64_t>()) : 0;

@@ -16,7 +16,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "rl/optimizer_config.h"
-#include "sync/tensor_view.h"
+#include "sync/io/tensor_view.h"
 
 namespace torch::nn {
 class Module;

@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "rl/optimizer.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 
 namespace pulse::rl {
 

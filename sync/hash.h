@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/xxh3_long.h"
-#include "sync/tensor_view.h"
+#include "sync/io/tensor_view.h"
 
 namespace pulse::sync {
 

@@ -1,5 +1,5 @@
 // What every pulse HTTP server and client shares (the PULSESync patch server/client in
-// sync/transport_http.h and the trainer's control channel in app/control.h): bearer-token loading and a
+// sync/transport_http.h and the trainer's control channel in app/wire/control.h): bearer-token loading and a
 // constant-time check of it, JSON error answers, and the one retry loop with capped exponential backoff.
 //
 // Only forward declarations of cpp-httplib here; the functions taking httplib types are defined in

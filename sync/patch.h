@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sync/tensor_view.h"
+#include "sync/io/tensor_view.h"
 
 namespace pulse::sync {
 

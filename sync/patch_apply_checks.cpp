@@ -4,7 +4,7 @@
 #include <map>
 #include <type_traits>
 
-#include "sync/dtype.h"
+#include "sync/io/dtype.h"
 
 #include "sync/hash.h"
 #include "sync/index_coding.h"

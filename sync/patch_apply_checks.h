@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "sync/patch.h"
-#include "sync/tensor_view.h"
+#include "sync/io/tensor_view.h"
 
 namespace pulse::sync {
 

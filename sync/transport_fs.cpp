@@ -12,7 +12,7 @@
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
 
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "sync/hash.h"
 #include "sync/patch.h"
 

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <set>
 
-#include "sync/atomic_file.h"
-#include "sync/dtype.h"
+#include "sync/io/atomic_file.h"
+#include "sync/io/dtype.h"
 #include "sync/hash.h"
 
 namespace pulse::sync {

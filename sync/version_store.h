@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "sync/patch.h"
-#include "sync/tensor_view.h"
+#include "sync/io/tensor_view.h"
 
 namespace pulse::sync {
 
@@ -78,7 +78,7 @@ using Blob = std::shared_ptr<const std::vector<uint8_t>>;
 /// Thread-safe (one internal mutex; encoding runs outside it). publish() is meant for one trainer thread.
 class VersionStore {
  public:
-  /// dir: where patches and anchors are also written as files (atomically: sync/atomic_file.h), named
+  /// dir: where patches and anchors are also written as files (atomically: sync/io/atomic_file.h), named
   /// patch-<from>-<to>.pulse and anchor-<v>.pulse with 20-digit zero-padded versions, and removed again as
   /// retention drops them; "" = memory only. The files are a copy for inspection (`pulse sync inspect`):
   /// the store serves from memory and never reads them back. Such files left in `dir` by an earlier store

@@ -33,7 +33,7 @@ class WorkerReplica {
     /// copied. Only those after the last anchor applied: an anchor clears the list. Rejected blobs are
     /// never listed. Applied in order to weights at `from` (or, when used_anchor, at the anchor's
     /// version) they give this replica's bytes: what a copy of the weights on a GPU applies
-    /// (app/device_weights.h). Empty when nothing was applied.
+    /// (app/worker/device_weights.h). Empty when nothing was applied.
     std::vector<std::vector<uint8_t>> applied_patches;
   };
 

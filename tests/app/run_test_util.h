@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/temp_dir.h"
 
 extern char** environ;

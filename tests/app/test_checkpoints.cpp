@@ -1,4 +1,4 @@
-// app/checkpoints.h: a checkpoint folder appears whole. A killed save leaves only a staging folder, which
+// app/run/checkpoints.h: a checkpoint folder appears whole. A killed save leaves only a staging folder, which
 // is never taken for a checkpoint and is swept by the next save; saving a step again replaces its folder
 // as a whole (no files of the earlier save stay behind); pruning keeps the newest two.
 #include <catch2/catch.hpp>
@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "app/checkpoint_manifest.h"
-#include "app/checkpoints.h"
+#include "app/run/checkpoint_manifest.h"
+#include "app/run/checkpoints.h"
 #include "model/transformer.h"
 #include "rl/optimizer.h"
-#include "sync/atomic_file.h"
-#include "sync/safetensors.h"
+#include "sync/io/atomic_file.h"
+#include "sync/io/safetensors.h"
 #include "tests/app/run_test_util.h"
 #include "tests/rl/rl_test_util.h"
 

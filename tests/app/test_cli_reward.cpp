@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "app/cli.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/app/cli_test_util.h"
 
 using pulse::test_cli::CliResult;

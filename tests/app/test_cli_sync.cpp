@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "app/cli.h"
-#include "sync/atomic_file.h"
-#include "sync/safetensors.h"
+#include "sync/io/atomic_file.h"
+#include "sync/io/safetensors.h"
 #include "tests/app/cli_test_util.h"
 
 using pulse::test_cli::CliResult;

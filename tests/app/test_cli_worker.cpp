@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "app/control.h"
+#include "app/wire/control.h"
 #include "app/free_port.h"
 #include "tests/app/cli_test_util.h"
 

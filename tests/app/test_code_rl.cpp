@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "app/job.h"
-#include "app/run_files.h"
+#include "app/run/run_files.h"
 #include "rl/mbpp_sandbox.h"
 #include "tests/app/run_test_util.h"
 #include "tests/test_paths.h"

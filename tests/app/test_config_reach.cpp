@@ -1,5 +1,5 @@
 // Issue 9: every rl.*, optimizer.*, sft.* and sampling key reaches the algorithm that uses it, on the
-// trainer (the structs app/trainer.cpp hands to rl::grpo_step, rl::MasterAdam, rl::sft_train) and on a
+// trainer (the structs app/trainer/trainer.cpp hands to rl::grpo_step, rl::MasterAdam, rl::sft_train) and on a
 // worker (the settings it receives through the one serializer, turned into its rl::RolloutConfig).
 #include <catch2/catch.hpp>
 
@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "app/config.h"
-#include "app/fleet.h"
-#include "app/messages.h"
+#include "app/trainer/fleet.h"
+#include "app/wire/messages.h"
 
 using nlohmann::json;
 using pulse::app::Config;

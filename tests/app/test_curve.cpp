@@ -19,8 +19,8 @@
 #include <filesystem>
 
 #include "app/job.h"
-#include "app/run_files.h"
-#include "sync/atomic_file.h"
+#include "app/run/run_files.h"
+#include "sync/io/atomic_file.h"
 #include "tests/app/run_test_util.h"
 #include "tests/test_paths.h"
 

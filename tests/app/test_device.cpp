@@ -8,15 +8,15 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "app/checkpoints.h"
+#include "app/run/checkpoints.h"
 #include "app/config.h"
 #include "app/device.h"
-#include "app/fleet.h"
+#include "app/trainer/fleet.h"
 #include "app/job.h"
-#include "app/messages.h"
-#include "app/run_files.h"
+#include "app/wire/messages.h"
+#include "app/run/run_files.h"
 #include "model/checkpoint.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/app/run_test_util.h"
 
 using nlohmann::json;

@@ -1,4 +1,4 @@
-// A worker's model parameters at its replica's weights (app/device_weights.h). On the CPU: the path
+// A worker's model parameters at its replica's weights (app/worker/device_weights.h). On the CPU: the path
 // choice, a CPU model always fully copied and equal to the replica, the device path's whole worker
 // sequence with the host apply_patch as the patcher on a CPU BF16 model, the path on the wire and in the
 // metrics rows of a tiny BF16 run. On a GPU (skipped with a message without CUDA): the same sequence with
@@ -13,10 +13,10 @@
 #include <random>
 
 #include "app/device.h"
-#include "app/device_weights.h"
+#include "app/worker/device_weights.h"
 #include "app/job.h"
-#include "app/messages.h"
-#include "app/run_files.h"
+#include "app/wire/messages.h"
+#include "app/run/run_files.h"
 #include "model/transformer.h"
 #include "sync/gpu_encode.h"
 #include "sync/hash.h"

@@ -14,7 +14,7 @@
 
 #include "datasets/loaders.h"
 #include "model/tokenizer.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/app/cli_test_util.h"
 #include "tests/app/run_test_util.h"
 #include "tests/test_paths.h"

@@ -1,4 +1,4 @@
-// The control server's membership (app/control.h) driven by hand-written members over loopback HTTP: leases,
+// The control server's membership (app/wire/control.h) driven by hand-written members over loopback HTTP: leases,
 // reassignment of a dead member's shares, replacement by name, 409 while full, 410 for unknown keys, the
 // no-worker timeout, and registration that waits for a trainer that is not up yet. No model: fast.
 #include <catch2/catch.hpp>
@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "app/config.h"
-#include "app/control.h"
-#include "app/publisher.h"
-#include "app/worker.h"
+#include "app/wire/control.h"
+#include "app/trainer/publisher.h"
+#include "app/worker/worker.h"
 #include "sync/httplib_config.h"
 #include "sync/transport_fs.h"
 #include "sync/transport_source.h"

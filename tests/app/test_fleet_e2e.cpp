@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "app/free_port.h"
-#include "app/run_files.h"
-#include "sync/atomic_file.h"
+#include "app/run/run_files.h"
+#include "sync/io/atomic_file.h"
 #include "tests/app/run_test_util.h"
 
 namespace fs = std::filesystem;

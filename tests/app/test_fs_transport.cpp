@@ -7,7 +7,7 @@
 
 #include "app/config.h"
 #include "app/job.h"
-#include "app/run_files.h"
+#include "app/run/run_files.h"
 #include "tests/app/run_test_util.h"
 
 namespace fs = std::filesystem;

@@ -1,11 +1,11 @@
-// The trainer's GPU patch encoder (app/gpu_patch_encoder.h): refused with a reason where it cannot run
+// The trainer's GPU patch encoder (app/trainer/gpu_patch_encoder.h): refused with a reason where it cannot run
 // (every CPU-only machine, checked here), and, on a GPU, the same patches and store state as the CPU
 // encode of MasterAdam::bf16_views (skipped with a message without CUDA).
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
-#include "app/gpu_patch_encoder.h"
+#include "app/trainer/gpu_patch_encoder.h"
 #include "model/transformer.h"
 #include "rl/optimizer.h"
 #include "sync/gpu_encode.h"

@@ -14,8 +14,8 @@
 
 #include "app/config.h"
 #include "app/job.h"
-#include "app/run_files.h"
-#include "sync/atomic_file.h"
+#include "app/run/run_files.h"
+#include "sync/io/atomic_file.h"
 #include "tests/app/run_test_util.h"
 
 namespace fs = std::filesystem;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "app/free_port.h"
-#include "app/launch.h"
+#include "app/cmd/launch.h"
 #include "tests/app/run_test_util.h"
 
 namespace {

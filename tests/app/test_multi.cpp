@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "app/free_port.h"
-#include "app/run_files.h"
-#include "sync/atomic_file.h"
-#include "sync/safetensors.h"
+#include "app/run/run_files.h"
+#include "sync/io/atomic_file.h"
+#include "sync/io/safetensors.h"
 #include "tests/app/run_test_util.h"
 
 using nlohmann::json;

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "app/report.h"
-#include "app/run_files.h"
-#include "sync/atomic_file.h"
+#include "app/run/report.h"
+#include "app/run/run_files.h"
+#include "sync/io/atomic_file.h"
 #include "tests/app/run_test_util.h"
 
 namespace fs = std::filesystem;

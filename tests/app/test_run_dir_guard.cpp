@@ -10,7 +10,7 @@
 
 #include "app/config.h"
 #include "app/job.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/app/run_test_util.h"
 #include "tests/test_paths.h"
 

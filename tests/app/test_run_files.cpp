@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/report.h"
-#include "app/run_files.h"
-#include "sync/atomic_file.h"
+#include "app/run/report.h"
+#include "app/run/run_files.h"
+#include "sync/io/atomic_file.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -10,11 +10,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "app/checkpoint_manifest.h"
+#include "app/run/checkpoint_manifest.h"
 #include "app/config.h"
 #include "app/setup.h"
 #include "model/tokenizer.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/app/run_test_util.h"
 #include "tests/test_paths.h"
 

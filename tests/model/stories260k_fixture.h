@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/test_paths.h"
 
 namespace pulse::test {

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "model/checkpoint.h"
-#include "sync/atomic_file.h"
-#include "sync/safetensors.h"
+#include "sync/io/atomic_file.h"
+#include "sync/io/safetensors.h"
 #include "tests/model/model_fixtures.h"
 #include "tests/test_paths.h"
 

@@ -7,7 +7,7 @@
 #include "model/config.h"
 #include "model/default_config.h"
 #include "model/transformer.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/test_paths.h"
 
 using pulse::model::ModelConfig;

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "app/checkpoint_manifest.h"
+#include "app/run/checkpoint_manifest.h"
 #include "model/tokenizer.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/app/run_test_util.h"
 #include "tests/model/stories260k_fixture.h"
 

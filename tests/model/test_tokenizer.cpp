@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "model/tokenizer.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/test_paths.h"
 
 using pulse::model::load_tokenizer;

@@ -17,7 +17,7 @@
 #include "model/transformer.h"
 #include "rl/grpo.h"
 #include "rl/optimizer.h"
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "tests/rl/toy_grpo_task.h"
 
 using namespace pulse;

@@ -17,7 +17,7 @@
 #include "rl/grpo.h"
 #include "rl/optimizer.h"
 #include "rl_test_util.h"
-#include "sync/safetensors.h"
+#include "sync/io/safetensors.h"
 #include "tests/temp_dir.h"
 
 using namespace pulse;

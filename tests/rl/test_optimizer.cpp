@@ -15,8 +15,8 @@
 #include "kernels/bf16.h"
 #include "rl/optimizer.h"
 #include "rl/train_state.h"
-#include "sync/atomic_file.h"
-#include "sync/safetensors.h"
+#include "sync/io/atomic_file.h"
+#include "sync/io/safetensors.h"
 #include "tests/temp_dir.h"
 
 using namespace pulse;

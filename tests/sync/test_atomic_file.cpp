@@ -1,4 +1,4 @@
-// sync/atomic_file.h: a failed atomic write names the file the caller asked for (then the temp file it
+// sync/io/atomic_file.h: a failed atomic write names the file the caller asked for (then the temp file it
 // went through) and leaves nothing behind.
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 
 namespace fs = std::filesystem;
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "sync/hash.h"
 #include "tests/test_paths.h"
 

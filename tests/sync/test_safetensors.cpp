@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "sync/hash.h"
-#include "sync/safetensors.h"
+#include "sync/io/safetensors.h"
 #include "tests/temp_dir.h"
 #include "tests/test_paths.h"
 

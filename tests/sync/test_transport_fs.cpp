@@ -7,7 +7,7 @@
 #include <fstream>
 #include <thread>
 
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "sync/hash.h"
 #include "sync/patch.h"
 #include "sync/transport_fs.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "sync/hash.h"
-#include "sync/tensor_view.h"
+#include "sync/io/tensor_view.h"
 #include "sync/version_store.h"
 
 namespace pulse::test {

@@ -6,7 +6,7 @@
 #include <map>
 #include <random>
 
-#include "sync/atomic_file.h"
+#include "sync/io/atomic_file.h"
 #include "sync/hash.h"
 #include "sync/patch.h"
 #include "sync/transport_source.h"

@@ -1,6 +1,6 @@
 // WorkerReplica::SyncStats::applied_patches: the replica hands over exactly the patch blobs it applied, in
 // order (never an anchor, never a rejected blob), and applying them to a copy of the weights at the sync's
-// base reproduces the replica's bytes (what a worker's GPU copy does, app/device_weights.h).
+// base reproduces the replica's bytes (what a worker's GPU copy does, app/worker/device_weights.h).
 #include <catch2/catch.hpp>
 
 #include "sync/hash.h"
