@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include "app/config.h"
+#include "app/config_error.h"
 
 namespace pulse::app {
 

@@ -14,6 +14,8 @@
 
 #include <string>
 
+#include "app/config_error.h"
+
 namespace pulse::app {
 
 /// The run.device values, in the order the config documents them.

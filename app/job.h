@@ -3,6 +3,9 @@
 // `pulse run` = one trainer + run.workers inference workers as threads of one process; they talk over
 // loopback HTTP exactly as `pulse trainer` and `pulse worker --trainer URL` processes on different machines
 // do (app/wire/control.h: jobs and rollouts; sync/transport_http.h: PULSESync patches).
+//
+// Where each entry point lives: run_job in app/trainer/trainer.cpp (the trainer process), worker_main in
+// app/worker/worker.cpp (the worker process), eval_job in app/cmd/eval_cmd.cpp (the `pulse eval` command).
 #pragma once
 #include <string>
 #include <vector>
@@ -21,6 +24,7 @@ struct JobOptions {
 
 /// `pulse run` / `pulse trainer`: the whole job (tokenizer, model, SFT, Pass@1 before, GRPO steps with
 /// PULSESync to the workers, Pass@1 after, summary + report). Returns the process exit code.
+/// Defined in app/trainer/trainer.cpp.
 int run_job(const JobOptions& options);
 
 /// Options of `pulse worker`.
@@ -38,10 +42,11 @@ struct WorkerOptions {
 /// `pulse worker`: registers with the trainer (waiting for it), then loops: sync weights to the job's
 /// version, generate and grade rollouts, post them; until the trainer says stop. The token comes from
 /// --token, else --token-file, else the PULSE_TOKEN env var (both flags: an error). Returns the process exit
-/// code.
+/// code. Defined in app/worker/worker.cpp.
 int worker_main(const WorkerOptions& options);
 
 /// `pulse eval`: Pass@1 of a model (model.path, or a fresh seeded one) on the config's held-out problems.
+/// Defined in app/cmd/eval_cmd.cpp.
 int eval_job(const JobOptions& options);
 
 }  // namespace pulse::app

@@ -17,7 +17,6 @@
 #include "datasets/mbpp_split.h"
 #include "datasets/split.h"
 #include "datasets/synthetic.h"
-#include "kernels/splitmix64.h"
 #include "model/checkpoint.h"
 #include "model/default_config.h"
 #include "rl/sft.h"
@@ -26,11 +25,6 @@ namespace fs = std::filesystem;
 
 namespace pulse::app {
 
-uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b) {
-  using kernels::splitmix64;
-  return splitmix64(splitmix64(splitmix64(seed) ^ a) ^ b);
-}
-
 ProblemSets load_problems(const Config& config) {
   const auto& d = config.data;
   // `key`: the config key that named `path` (data.path or data.eval_path), for the error.
@@ -38,18 +32,18 @@ ProblemSets load_problems(const Config& config) {
     if (!fs::exists(path))
       throw std::runtime_error("data: file '" + path + "' not found (key " + key + ")" +
                                datasets::fetch_hint(path));
-    if (d.task == "mbpp") return datasets::load_mbpp_jsonl(path);
+    if (d.task == DataTask::Mbpp) return datasets::load_mbpp_jsonl(path);
     datasets::LoadReport report;  // data errors: skipped with a warning (datasets/loaders.h LoadReport)
-    auto problems = d.task == "math" ? datasets::load_math_jsonl(path, &report)
-                                     : datasets::load_gsm8k_jsonl(path, &report);
+    auto problems = d.task == DataTask::Math ? datasets::load_math_jsonl(path, &report)
+                                             : datasets::load_gsm8k_jsonl(path, &report);
     if (report.data_errors > 0) spdlog::warn("data: {}", report.summary());
     return problems;
   };
   std::vector<rl::Problem> all;
-  if (d.task == "synthetic_math") {
+  if (d.task == DataTask::SyntheticMath) {
     all =
         datasets::synthetic_math(d.n_problems, static_cast<uint64_t>(d.seed), static_cast<int>(d.max_level));
-  } else if (d.task == "synthetic_code") {
+  } else if (d.task == DataTask::SyntheticCode) {
     all = datasets::synthetic_code(d.n_problems, static_cast<uint64_t>(d.seed), d.demo_error_rate);
   } else if (!d.path.empty()) {
     all = load_file(d.path, "data.path");
@@ -61,7 +55,7 @@ ProblemSets load_problems(const Config& config) {
   if (!d.eval_path.empty()) {
     sets.train = std::move(all);
     sets.held_out = load_file(d.eval_path, "data.eval_path");
-    if (d.task == "mbpp") {
+    if (d.task == DataTask::Mbpp) {
       // The few-shot exemplars come from the whole file (its prompt split), before it is cut to eval_split.
       if (d.mbpp_shots > 0) {
         exemplars = sets.held_out;
@@ -74,7 +68,7 @@ ProblemSets load_problems(const Config& config) {
     sets.train = std::move(split.train);
     sets.held_out = std::move(split.held_out);
   }
-  if (d.task == "mbpp" && d.mbpp_shots > 0) {
+  if (d.task == DataTask::Mbpp && d.mbpp_shots > 0) {
     for (auto* set : {&sets.train, &sets.held_out}) {
       const size_t removed =
           datasets::apply_mbpp_fewshot(*set, exemplars, static_cast<int>(d.mbpp_shots), exemplar_file);

@@ -16,19 +16,6 @@
 
 namespace pulse::app {
 
-/// splitmix64 of (seed, a, b): independent seeds for (run seed, purpose, step), so that no random stream
-/// depends on what ran before it (resume reproduces an uninterrupted run).
-uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b = 0);
-
-/// Purposes mixed into derive_seed.
-enum SeedPurpose : uint64_t {
-  kSeedInit = 1,
-  kSeedSft = 2,
-  kSeedRollout = 3,
-  kSeedPrompts = 4,
-  kSeedEval = 5
-};
-
 /// Train problems and the held-out split (capped at eval.max_problems).
 struct ProblemSets {
   std::vector<rl::Problem> train, held_out;

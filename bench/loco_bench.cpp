@@ -23,9 +23,9 @@ json read_json_file(const std::string& path) {
   return j;
 }
 
-const LocoModeResult* find(const std::vector<LocoModeResult>& modes, const std::string& name) {
+const LocoModeResult* find(const std::vector<LocoModeResult>& modes, rl::MultiMode mode) {
   for (const auto& m : modes)
-    if (m.mode == name) return &m;
+    if (m.mode == mode) return &m;
   return nullptr;
 }
 
@@ -36,7 +36,7 @@ double ratio(const LocoModeResult* a, const LocoModeResult* b) {
 
 }  // namespace
 
-LocoModeResult read_loco_run(const std::string& run_dir, const std::string& mode, int64_t inner_steps) {
+LocoModeResult read_loco_run(const std::string& run_dir, rl::MultiMode mode, int64_t inner_steps) {
   LocoModeResult r;
   r.mode = mode;
   const std::string dir = run_dir + "/rank-0";
@@ -81,18 +81,18 @@ std::string loco_table(const std::vector<LocoModeResult>& modes, int64_t inner_s
     char fired[16] = "      -";
     if (!std::isnan(m.fired_fraction)) std::snprintf(fired, sizeof fired, "%7.4f", m.fired_fraction);
     std::snprintf(buf, sizeof buf, "%-10s %6lld %6lld  %20.3f MB  %9.3f MB  %s   %10.3f   %.3f -> %.3f\n",
-                  m.mode.c_str(), static_cast<long long>(m.steps), static_cast<long long>(m.rounds),
+                  rl::name_of(m.mode), static_cast<long long>(m.steps), static_cast<long long>(m.rounds),
                   m.payload_bytes / 1e6, m.bytes_per_round / 1e6, fired, m.reward_last, m.pass_at_1_before,
                   m.pass_at_1_after);
     o << buf;
   }
-  const auto* p = find(modes, "pulseloco");
+  const auto* p = find(modes, rl::MultiMode::PulseLoco);
   std::snprintf(buf, sizeof buf, "\ndiloco / pulseloco bytes: %.1fx   ddp / pulseloco bytes: %.1fx\n",
-                ratio(find(modes, "diloco"), p), ratio(find(modes, "ddp"), p));
+                ratio(find(modes, rl::MultiMode::Diloco), p), ratio(find(modes, rl::MultiMode::Ddp), p));
   o << buf;
   o << "reward per step:\n";
   for (const auto& m : modes) {
-    o << "  " << m.mode << ":";
+    o << "  " << rl::name_of(m.mode) << ":";
     for (double x : m.reward) {
       std::snprintf(buf, sizeof buf, " %.3f", x);
       o << buf;
@@ -107,19 +107,19 @@ std::string loco_json(const std::vector<LocoModeResult>& modes, int64_t inner_st
   json fired = json::object(), reward_last = json::object(), details = json::object();
   int64_t rounds = 0;
   for (const auto& m : modes) {
-    j[m.mode + "_bytes"] = m.payload_bytes;
-    fired[m.mode] = m.fired_fraction;
-    reward_last[m.mode] = m.reward_last;
+    j[std::string(rl::name_of(m.mode)) + "_bytes"] = m.payload_bytes;
+    fired[rl::name_of(m.mode)] = m.fired_fraction;
+    reward_last[rl::name_of(m.mode)] = m.reward_last;
     rounds = std::max(rounds, m.rounds);
-    details[m.mode] = json{{"steps", m.steps},
-                           {"world_size", m.world_size},
-                           {"payload_bytes", m.payload_bytes},
-                           {"wire_bytes", m.wire_bytes},
-                           {"bytes_per_round", m.bytes_per_round},
-                           {"reward", m.reward},
-                           {"pass_at_1_before", m.pass_at_1_before},
-                           {"pass_at_1_after", m.pass_at_1_after},
-                           {"wall_seconds", m.wall_seconds}};
+    details[rl::name_of(m.mode)] = json{{"steps", m.steps},
+                                        {"world_size", m.world_size},
+                                        {"payload_bytes", m.payload_bytes},
+                                        {"wire_bytes", m.wire_bytes},
+                                        {"bytes_per_round", m.bytes_per_round},
+                                        {"reward", m.reward},
+                                        {"pass_at_1_before", m.pass_at_1_before},
+                                        {"pass_at_1_after", m.pass_at_1_after},
+                                        {"wall_seconds", m.wall_seconds}};
   }
   j["fired_fraction"] = fired;
   j["reward_last"] = reward_last;
@@ -127,9 +127,9 @@ std::string loco_json(const std::vector<LocoModeResult>& modes, int64_t inner_st
   j["inner_steps"] = inner_steps;
   j["lr"] = lr;
   j["modes"] = details;
-  const auto* p = find(modes, "pulseloco");
-  j["diloco_over_pulseloco"] = ratio(find(modes, "diloco"), p);
-  j["ddp_over_pulseloco"] = ratio(find(modes, "ddp"), p);
+  const auto* p = find(modes, rl::MultiMode::PulseLoco);
+  j["diloco_over_pulseloco"] = ratio(find(modes, rl::MultiMode::Diloco), p);
+  j["ddp_over_pulseloco"] = ratio(find(modes, rl::MultiMode::Ddp), p);
   return j.dump(2);
 }
 

@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "rl/outer_config.h"
+
 namespace pulse::bench {
 
 /// One mode's numbers, from rank 0's run folder (every rank sends the same kind and about the same bytes).
 struct LocoModeResult {
-  std::string mode;
+  rl::MultiMode mode = rl::MultiMode::Ddp;
   int64_t steps = 0, rounds = 0, world_size = 0;
   uint64_t payload_bytes = 0;  ///< bytes rank 0 handed to the collectives over the run (the window)
   uint64_t wire_bytes = 0;     ///< its wire estimate (rl/process_group.h)
@@ -25,7 +27,7 @@ struct LocoModeResult {
 };
 
 /// Reads RUN_DIR/rank-0/{summary.json,metrics.jsonl}. Throws std::runtime_error naming the file.
-LocoModeResult read_loco_run(const std::string& run_dir, const std::string& mode, int64_t inner_steps);
+LocoModeResult read_loco_run(const std::string& run_dir, rl::MultiMode mode, int64_t inner_steps);
 
 /// The side-by-side table (ratios diloco/pulseloco and ddp/pulseloco over the same window).
 std::string loco_table(const std::vector<LocoModeResult>& modes, int64_t inner_steps, double lr);

@@ -12,17 +12,13 @@
 #include "kernels/loco_gate.h"
 #include "rl/process_group.h"
 #include "sync/gpu_loco.h"
-#include "sync/loco_exchange.h"
 #include "sync/io/safetensors.h"
+#include "sync/loco_exchange.h"
 
 namespace pulse::rl {
 namespace {
 
 constexpr const char* kOuterFormat = "pulse-outer-state-v1";
-
-void require(bool ok, const std::string& field, const std::string& what) {
-  if (!ok) throw std::invalid_argument("multi." + field + " " + what);
-}
 
 CommCounters total_of(const TrainerGroup& g) {
   return g.stats().total();
@@ -56,17 +52,6 @@ double squared_norm_sum(const std::vector<at::Tensor>& ts) {
 }
 
 }  // namespace
-
-void OuterConfig::validate() const {
-  require(mode == "single" || mode == "ddp" || mode == "diloco" || mode == "pulseloco", "mode",
-          "must be one of single, ddp, diloco, pulseloco (got '" + mode + "')");
-  require(inner_steps >= 1, "inner_steps", "must be >= 1");
-  require(std::isfinite(outer_lr) && outer_lr > 0, "outer_lr", "must be a finite number > 0");
-  require(std::isfinite(outer_momentum) && outer_momentum >= 0 && outer_momentum < 1, "outer_momentum",
-          "must be in [0, 1)");
-  require(std::isfinite(timeout_s) && timeout_s > 0, "timeout_s", "must be > 0");
-  require(zstd_level >= 0 && zstd_level <= 19, "zstd_level", "must be in 0..19");
-}
 
 OuterOptimizer::OuterOptimizer(const OuterConfig& config, const std::vector<at::Tensor>& masters,
                                std::vector<std::string> names)
@@ -166,7 +151,7 @@ OuterRoundStats OuterOptimizer::round(std::vector<at::Tensor>& masters, TrainerG
   st.round = rounds_;
   const CommCounters before = total_of(group);
   std::vector<at::Tensor> avg;
-  if (config_.mode == "pulseloco") {
+  if (config_.mode == MultiMode::PulseLoco) {
     pseudo_gradient_sparse(masters, group, avg, st);
   } else {
     pseudo_gradient_dense(masters, group, avg, st);
@@ -208,7 +193,8 @@ void OuterOptimizer::save(const std::string& path) const {
   add("residual/", residual_);
   add("momentum/", momentum_);
   sync::write_safetensors(
-      path, views, {{"format", kOuterFormat}, {"rounds", std::to_string(rounds_)}, {"mode", config_.mode}});
+      path, views,
+      {{"format", kOuterFormat}, {"rounds", std::to_string(rounds_)}, {"mode", name_of(config_.mode)}});
 }
 
 void OuterOptimizer::load(const std::string& path) {

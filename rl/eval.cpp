@@ -12,8 +12,21 @@
 #include "model/transformer.h"
 #include "rl/grader.h"
 #include "rl/rollout.h"
+#include "rl/setting_rules.h"
 
 namespace pulse::rl {
+
+void EvalConfig::validate() const {
+  using namespace rules;
+  int_in("eval.batch_size", batch_size, 1, 1 << 20);
+  int_in("eval.max_new_tokens", sampling.max_new_tokens, 1, 1 << 20);
+  int_in("eval.n_samples", n_samples, 1, 1 << 20);
+  if (k < 1 || k > n_samples)
+    fail("eval.k",
+         "must be in 1..eval.n_samples (" + std::to_string(n_samples) + ") (got " + std::to_string(k) + ")");
+  real_in("eval.temperature", sampling.temperature, 0.0, 100.0, Ends::OpenLow);
+  real_in("eval.top_p", sampling.top_p, 0.0, 1.0, Ends::OpenLow);
+}
 
 double pass_at_k(int64_t n, int64_t c, int64_t k) {
   if (n < 1 || c < 0 || c > n || k < 1 || k > n) {

@@ -33,6 +33,11 @@ struct EvalConfig {
   int64_t batch_size = 64;  ///< requests per model::generate call
   uint64_t seed = 0;
   int grade_threads = 0;  ///< 0 = all cores
+
+  /// The one range rule of each [eval] key held here: batch_size, max_new_tokens, n_samples 1..2^20;
+  /// k in 1..n_samples; temperature (0, 100] and top_p (0, 1] (used when not greedy). Throws
+  /// std::invalid_argument "eval.KEY: must be ..." (the TOML key first, then the rule and the value).
+  void validate() const;
 };
 
 /// Results. by_subject / by_level map to (correct samples, total samples); the level key is "Level N"

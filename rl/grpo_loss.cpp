@@ -6,27 +6,6 @@
 
 namespace pulse::rl {
 
-namespace {
-void require(bool ok, const char* field, const char* why) {
-  if (!ok) throw std::invalid_argument(std::string("grpo.") + field + ": " + why);
-}
-}  // namespace
-
-void GrpoConfig::validate() const {
-  require(eps_low >= 0 && eps_low < 1, "eps_low", "must be in [0, 1)");
-  require(eps_high >= 0, "eps_high", "must be >= 0");
-  require(adv_eps >= 0, "adv_eps", "must be >= 0");
-  require(loss_agg == "token_mean" || loss_agg == "seq_mean" || loss_agg == "constant", "loss_agg",
-          "must be token_mean, seq_mean or constant");
-  require(constant_normalizer > 0, "constant_normalizer", "must be > 0");
-  require(kl_coef >= 0, "kl_coef", "must be >= 0");
-  require(tis_cap >= 0, "tis_cap", "must be >= 0 (0 = off)");
-  require(micro_batch >= 1, "micro_batch", "must be >= 1");
-  require(sampling.temperature >= 0, "sampling.temperature", "must be >= 0 (0 = greedy)");
-  require(sampling.top_p > 0 && sampling.top_p <= 1, "sampling.top_p", "must be in (0, 1]");
-  require(sampling.top_k >= 0, "sampling.top_k", "must be >= 0 (0 = off)");
-}
-
 PolicyLoss grpo_policy_loss(const at::Tensor& logp_new, const at::Tensor& logp_old,
                             const at::Tensor& logp_sampler, const at::Tensor& logp_ref,
                             const at::Tensor& advantages, const at::Tensor& mask, const GrpoConfig& cfg,
@@ -84,9 +63,9 @@ PolicyLoss grpo_policy_loss(const at::Tensor& logp_new, const at::Tensor& logp_o
     term = term + cfg.kl_coef * k3;
   }
   const auto masked = term * mask;
-  if (cfg.loss_agg == "token_mean") {
+  if (cfg.loss_agg == LossAgg::TokenMean) {
     out.loss = masked.sum() / batch_tokens;
-  } else if (cfg.loss_agg == "seq_mean") {
+  } else if (cfg.loss_agg == LossAgg::SeqMean) {
     out.loss = (masked.sum(1) / mask.sum(1).clamp_min(1)).sum() / batch_seqs;
   } else {
     out.loss = masked.sum() / (cfg.constant_normalizer * batch_seqs);

@@ -12,13 +12,22 @@
 #include "rl/optimizer.h"
 #include "rl/rollout.h"
 #include "rl/sequence_batch.h"
+#include "rl/setting_rules.h"
 
 namespace pulse::rl {
+
+void SftConfig::validate() const {
+  using namespace rules;
+  int_in("sft.steps", steps, 0, kMaxInt);
+  int_in("sft.batch_size", batch_size, 1, 1 << 20);
+  int_in("sft.micro_batch", micro_batch, 0, 1 << 20);
+  int_in("sft.max_len", max_len, 8, 1 << 20);
+}
 
 OptimizerConfig sft_optimizer_defaults() {
   OptimizerConfig c;
   c.lr = 2e-3;
-  c.schedule = "cosine";
+  c.schedule = LrSchedule::Cosine;
   c.warmup_steps = 20;
   c.grad_clip = 1.0;
   c.min_lr_ratio = 0.1;

@@ -27,6 +27,11 @@ struct SftConfig {
   int64_t max_len = 96;     ///< tokens per sequence (prompt + response); longer ones are cut at the end
   uint64_t seed = 0;        ///< order of the examples (epochs of seeded shuffles)
   int64_t micro_batch = 0;  ///< sequences per forward/backward; 0 = batch_size
+
+  /// The one range rule of each [sft] key held here: steps >= 0, batch_size 1..2^20, micro_batch
+  /// 0..2^20, max_len 8..2^20 (the optimizer's keys: OptimizerConfig::validate_settings("sft")). Throws
+  /// std::invalid_argument "sft.KEY: must be ..." (the TOML key first, then the rule and the value).
+  void validate() const;
 };
 
 /// The SFT warm start's optimizer defaults: AdamW at lr 2e-3, 20 warmup steps, then cosine to 10%, global

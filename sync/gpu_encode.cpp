@@ -166,12 +166,7 @@ std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors,
                                        CUstream_st* stream) {
   std::string why;
   if (!cuda_encode_available(&why)) throw PatchError("encode_patch_cuda: " + why);
-  if (options.force_index_coding < -1 || options.force_index_coding > kIndexDense)
-    throw PatchError("force_index_coding must be -1, 0, 1 or 2");
-  if (options.zstd_level < 0 || options.zstd_level > 22)
-    throw PatchError("zstd level " + std::to_string(options.zstd_level) + " out of range 0..22");
-  if (options.chunk_bytes == 0 || options.chunk_bytes > (size_t{1} << 31))
-    throw PatchError("chunk_bytes must be in 1..2^31");
+  options.validate();
   const bool hash_base = !options.known_base_root && !options.known_base_tensor_hashes;
   if (!options.known_base_root && options.known_base_tensor_hashes &&
       options.known_base_tensor_hashes->size() != tensors.size())

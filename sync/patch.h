@@ -44,6 +44,12 @@ struct PatchOptions {
   /// produced the base: inspect_patch(...).tensors); the base is
   /// not hashed and its root is computed from these. Another size: PatchError.
   std::optional<std::vector<uint64_t>> known_base_tensor_hashes;
+
+  /// The one range rule of each setting (sync/patch_options.cpp), checked by both encoders
+  /// (encode_patch, encode_patch_cuda) and by the run config: zstd_level 0..22, threads 0..1024,
+  /// chunk_bytes 1..2^31, force_index_coding -1..2. Throws PatchError "KEY: must be ..." where KEY is the
+  /// TOML key (sync.zstd_level, sync.threads) or, for the two settings without one, the member's name.
+  void validate() const;
 };
 
 /// Any rejected patch: bad magic/version/checksum, truncation, out-of-bounds index, name/dtype/shape

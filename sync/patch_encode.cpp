@@ -241,12 +241,7 @@ void check_view(const TensorView& t, const char* side) {
 
 std::vector<uint8_t> encode(const std::vector<TensorView>* base, const std::vector<TensorView>& target,
                             const PatchOptions& options, bool anchor) {
-  if (options.force_index_coding < -1 || options.force_index_coding > kIndexDense)
-    throw PatchError("force_index_coding must be -1, 0, 1 or 2");
-  if (options.zstd_level < 0 || options.zstd_level > 22)
-    throw PatchError("zstd level " + std::to_string(options.zstd_level) + " out of range 0..22");
-  if (options.chunk_bytes == 0 || options.chunk_bytes > (size_t{1} << 31))
-    throw PatchError("chunk_bytes must be in 1..2^31");
+  options.validate();
   // Pair tensors by name, sorted by name (the patch's tensor order).
   std::vector<const TensorView*> targets;
   for (const auto& t : target) {

@@ -28,11 +28,25 @@ struct LocoBenchOptions {
   bool json = false;
 };
 
-int run_loco_bench(const LocoBenchOptions& o) {
+/// The --modes names as modes (a name other than ddp, diloco, pulseloco is a usage error naming them).
+std::vector<rl::MultiMode> parse_modes(const std::vector<std::string>& names) {
+  std::vector<rl::MultiMode> modes;
+  for (const auto& name : names) {
+    bool known = false;
+    for (size_t i = 1; i < rl::kMultiModeNames.size() && !known; ++i)
+      if (name == rl::kMultiModeNames[i]) modes.push_back(static_cast<rl::MultiMode>(i)), known = true;
+    if (!known)
+      throw CLI::ValidationError("--modes", "must be ddp, diloco or pulseloco (got '" + name + "')");
+  }
+  return modes;
+}
+
+int run_loco_bench(const LocoBenchOptions& o, const std::vector<rl::MultiMode>& modes) {
   const std::string root = o.dir.empty() ? "runs/bench-loco-" + std::to_string(::time(nullptr)) : o.dir;
   fs::create_directories(root);
   std::vector<bench::LocoModeResult> results;
-  for (const auto& mode : o.modes) {
+  for (const rl::MultiMode m : modes) {
+    const std::string mode = rl::name_of(m);
     const std::string run_dir = root + "/" + mode;
     LaunchOptions lo;
     lo.nproc = o.nproc;
@@ -59,7 +73,7 @@ int run_loco_bench(const LocoBenchOptions& o) {
     const int rc = launch(lo);
     if (rc != 0)
       throw std::runtime_error("bench loco: the " + mode + " run failed (exit " + std::to_string(rc) + ")");
-    results.push_back(bench::read_loco_run(run_dir, mode, o.inner_steps));
+    results.push_back(bench::read_loco_run(run_dir, m, o.inner_steps));
   }
   std::cout << (o.json ? bench::loco_json(results, o.inner_steps, o.lr) + "\n"
                        : bench::loco_table(results, o.inner_steps, o.lr));
@@ -87,7 +101,7 @@ void register_loco_bench(CLI::App& bench) {
   cmd->callback([o] {
     if (o->steps % o->inner_steps != 0)
       throw CLI::ValidationError("--steps", "must be a multiple of --inner-steps");
-    int rc = run_loco_bench(*o);
+    int rc = run_loco_bench(*o, parse_modes(o->modes));
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

@@ -87,7 +87,7 @@ Publisher::Publisher(const Config& config, const std::string& run_dir, const std
   store_ = std::make_unique<sync::VersionStore>(store_dir, config.sync.retention, config.sync.patch);
   // transport.kind = fs: every patch (and anchor) is also written to a shared folder, temp name + fsync +
   // rename + READY marker; workers replay it from there and never fetch over HTTP.
-  if (config.transport.kind == "fs") {
+  if (config.transport.kind == TransportKind::Fs) {
     patch_dir_ = config.transport.dir.empty() ? run_dir + "/patches" : config.transport.dir;
     // Versions a killed run published past this start would look newer to a joining worker: drop them
     // (only pulse's own patch-*/anchor-* files and confirmations; nothing else in the folder is touched).

@@ -290,17 +290,18 @@ void Trainer::start_group() {
   rl::GroupOptions o = rl::GroupOptions::from_env(config_.multi.timeout_s);
   device_ = resolve_device(config_.run.device, o.local_rank);
   if (device_.is_cuda()) o.cuda_device = device_.index();
-  if (config_.multi.mode == "single") {
+  if (config_.multi.mode == rl::MultiMode::Single) {
     if (o.world_size > 1)
       throw ConfigError("multi.mode = single but WORLD_SIZE = " + std::to_string(o.world_size) +
                         ": set multi.mode to ddp, diloco or pulseloco for several trainers");
     return;
   }
   if (o.world_size == 1)
-    spdlog::warn("multi.mode = {} with one trainer: the outer rounds run locally", config_.multi.mode);
+    spdlog::warn("multi.mode = {} with one trainer: the outer rounds run locally",
+                 rl::name_of(config_.multi.mode));
   group_ = std::make_unique<rl::TrainerGroup>(o);
   spdlog::info("trainer rank {} of {} ({} via {}:{}; {})", group_->rank(), group_->world_size(),
-               config_.multi.mode, o.master_addr, o.master_port,
+               rl::name_of(config_.multi.mode), o.master_addr, o.master_port,
                group_->nccl_active() ? "NCCL for the CUDA gradients, Gloo for bytes"
                : device_.is_cuda()   ? "Gloo through host copies of the CUDA tensors"
                                      : "Gloo");
@@ -357,9 +358,9 @@ void Trainer::join_group_weights() {
     adam_->cast_to_model();
     save_checkpoint(run_dir_, 0, *policy_, *adam_, CheckpointExtras{});
   }
-  if (config_.multi.mode == "ddp") {
+  if (config_.multi.mode == rl::MultiMode::Ddp) {
     adam_->set_gradient_reducer(rl::ddp_gradient_reducer(*group_));
-  } else if (config_.multi.mode != "single") {
+  } else if (config_.multi.mode != rl::MultiMode::Single) {
     outer_ = std::make_unique<rl::OuterOptimizer>(config_.multi, adam_->master_tensors(), adam_->names());
     const std::string path = checkpoint_dir(run_dir_, start_step_) + "/outer.safetensors";
     if (start_step_ > 0) outer_->load(path);
@@ -387,7 +388,7 @@ void Trainer::build_policy() {
   spdlog::info(
       "{} train / {} held-out problems ({}); tokenizer {} ({} pieces); model {} layers x {} wide, {:.2f} M "
       "parameters, {} on {}",
-      sets_.train.size(), sets_.held_out.size(), config_.data.task, tok_path_, tok_->vocab_size(),
+      sets_.train.size(), sets_.held_out.size(), name_of(config_.data.task), tok_path_, tok_->vocab_size(),
       mc_.num_hidden_layers, mc_.hidden_size, static_cast<double>(policy_->num_parameters()) / 1e6,
       config_.model.dtype, device_.str());
 }
@@ -703,7 +704,7 @@ json Trainer::multi_summary(const std::vector<json>& rows) const {
       fired += r.at("fired_fraction").get<double>();
     }
   }
-  json out{{"mode", config_.multi.mode},
+  json out{{"mode", rl::name_of(config_.multi.mode)},
            {"rank", group_->rank()},
            {"world_size", group_->world_size()},
            {"comm_payload_bytes_total", payload},

@@ -32,7 +32,7 @@ json optimizer_json(const pulse::rl::OptimizerConfig& o) {
               {"eps", o.eps},
               {"weight_decay", o.weight_decay},
               {"grad_clip", o.grad_clip},
-              {"schedule", o.schedule},
+              {"schedule", pulse::rl::name_of(o.schedule)},
               {"warmup_steps", o.warmup_steps},
               {"total_steps", o.total_steps},
               {"min_lr_ratio", o.min_lr_ratio}};
@@ -44,7 +44,7 @@ json trainer_inputs(const Config& c) {
   return json{
       {"loop", {c.rl.steps, c.rl.prompts_per_step, c.rl.group_size, c.rl.max_lag}},
       {"grpo",
-       {g.eps_low, g.eps_high, g.scale_by_std, g.adv_eps, g.loss_agg, g.constant_normalizer, g.kl_coef,
+       {g.eps_low, g.eps_high, g.scale_by_std, g.adv_eps, pulse::rl::name_of(g.loss_agg), g.constant_normalizer, g.kl_coef,
         g.tis_cap, g.micro_batch, g.mask_truncated}},
       {"grpo_sampling", sampling_json(g.sampling)},
       {"optimizer", optimizer_json(c.optimizer)},

@@ -247,7 +247,7 @@ TEST_CASE("fleet: the fs folder keeps the store's anchors and the chain a live w
           "[app][fleet][fs]") {
   test_run::ScopedTempDir dir("fleet-fs-retention");
   app::Config config;
-  config.transport.kind = "fs";
+  config.transport.kind = app::TransportKind::Fs;
   config.transport.dir = dir.path + "/shared";
   config.sync.retention.anchor_every = 2;
   config.sync.retention.keep_anchors = 1;

@@ -47,7 +47,7 @@ std::vector<at::Tensor> clone_all(const std::vector<at::Tensor>& v) {
   return out;
 }
 
-OuterConfig config(const std::string& mode, double lr = 0.7, double mu = 0.9, bool open = false) {
+OuterConfig config(pulse::rl::MultiMode mode, double lr = 0.7, double mu = 0.9, bool open = false) {
   OuterConfig c;
   c.mode = mode;
   c.outer_lr = lr;
@@ -63,7 +63,8 @@ void two_rank_scenario(TrainerGroup& group) {
   const auto g = global_weights();
   // 1) pulseloco with the gate forced open equals diloco bit for bit (two rounds: momentum included).
   {
-    OuterOptimizer dense(config("diloco"), g, kNames), open(config("pulseloco", 0.7, 0.9, true), g, kNames);
+    OuterOptimizer dense(config(pulse::rl::MultiMode::Diloco), g, kNames),
+        open(config(pulse::rl::MultiMode::PulseLoco, 0.7, 0.9, true), g, kNames);
     for (int round = 0; round < 2; ++round) {
       auto l = local_weights(dense.global(), me, 1e-3 * (round + 1));
       auto l1 = clone_all(l), l2 = clone_all(l);
@@ -82,7 +83,7 @@ void two_rank_scenario(TrainerGroup& group) {
   //    and a round whose locals did not move leaves it unchanged (the outer gradient does not carry over).
   {
     std::vector<at::Tensor> g1 = {torch::full({5}, 1.0f), torch::full({3}, -2.0f)};
-    OuterOptimizer o(config("pulseloco", 1.0, 0.0, true), g1, kNames);
+    OuterOptimizer o(config(pulse::rl::MultiMode::PulseLoco, 1.0, 0.0, true), g1, kNames);
     std::vector<at::Tensor> l = {torch::full({5}, me == 0 ? 0.5f : 0.25f),
                                  torch::full({3}, me == 0 ? -1.0f : -4.0f)};
     o.round(l, group);
@@ -96,7 +97,7 @@ void two_rank_scenario(TrainerGroup& group) {
   // 3) sparse exchange: rank 0 fires nothing (its locals equal the global), rank 1 fires many; the sum is
   //    rank 1's sent values / 2; each rank's residual is what it did not send (a local quantity).
   {
-    OuterOptimizer o(config("pulseloco", 1.0, 0.0), g, kNames);
+    OuterOptimizer o(config(pulse::rl::MultiMode::PulseLoco, 1.0, 0.0), g, kNames);
     auto l = me == 0 ? clone_all(g) : local_weights(g, 1, 0.01);
     auto before = clone_all(l);
     auto st = o.round(l, group);
@@ -157,7 +158,7 @@ TEST_CASE("outer state: the gate and error feedback with one trainer, and save/l
   one.master_port = 1;  // world of 1: never opened
   TrainerGroup group(one);
   const auto g = global_weights();
-  OuterOptimizer o(config("pulseloco"), g, kNames);
+  OuterOptimizer o(config(pulse::rl::MultiMode::PulseLoco), g, kNames);
   for (int round = 0; round < 3; ++round) {
     auto l = local_weights(o.global(), 0, 3e-4);
     const auto g_before = clone_all(o.global()), r_before = clone_all(o.residual()), l_before = clone_all(l);
@@ -186,7 +187,7 @@ TEST_CASE("outer state: the gate and error feedback with one trainer, and save/l
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "outer.safetensors").string();
   o.save(path);
-  OuterOptimizer back(config("pulseloco"), global_weights(), kNames);
+  OuterOptimizer back(config(pulse::rl::MultiMode::PulseLoco), global_weights(), kNames);
   back.load(path);
   REQUIRE(back.rounds_done() == 3);
   for (size_t t = 0; t < g.size(); ++t) {
@@ -223,8 +224,8 @@ TEST_CASE("GPU: DiLoCo and PULSELoCo rounds with the outer state on CUDA equal t
   one.master_port = 1;  // world of 1: never opened
   TrainerGroup group(one);
   const auto g = global_weights();
-  for (const std::string mode : {"pulseloco", "diloco"}) {
-    INFO("mode " << mode);
+  for (const auto mode : {pulse::rl::MultiMode::PulseLoco, pulse::rl::MultiMode::Diloco}) {
+    INFO("mode " << pulse::rl::name_of(mode));
     OuterOptimizer cpu(config(mode), g, kNames), gpu(config(mode), to_device(g, cuda), kNames);
     REQUIRE(gpu.global()[0].is_cuda());
     for (int round = 0; round < 3; ++round) {
@@ -233,7 +234,8 @@ TEST_CASE("GPU: DiLoCo and PULSELoCo rounds with the outer state on CUDA equal t
       const auto sc = cpu.round(l_cpu, group);
       const auto sg = gpu.round(l_gpu, group);
       REQUIRE(sg.fired == sc.fired);
-      if (mode == "pulseloco") REQUIRE(sc.fired < sc.elements);  // the gate held most entries back
+      if (mode == pulse::rl::MultiMode::PulseLoco)
+        REQUIRE(sc.fired < sc.elements);  // the gate held most entries back
       CHECK(sg.pseudo_grad_norm == Approx(sc.pseudo_grad_norm).epsilon(1e-5));
       for (size_t t = 0; t < g.size(); ++t) {
         REQUIRE(l_gpu[t].is_cuda());

@@ -102,12 +102,12 @@ TEST_CASE("clipped surrogate equals hand-computed values for each aggregation", 
     CHECK(g[1][2].item<double>() == Approx(-std::exp(0.2) * -0.5 / batch_tokens).epsilon(1e-5));
   }
   SECTION("seq_mean") {
-    cfg.loss_agg = "seq_mean";
+    cfg.loss_agg = rl::LossAgg::SeqMean;
     auto pl = rl::grpo_policy_loss(t_new, t_old, {}, {}, t_adv, t_mask, cfg, batch_tokens, batch_seqs);
     CHECK(pl.loss.item<double>() == Approx((row_sum[0] / 3 + row_sum[1] / 2) / batch_seqs).epsilon(1e-5));
   }
   SECTION("constant") {
-    cfg.loss_agg = "constant";
+    cfg.loss_agg = rl::LossAgg::Constant;
     cfg.constant_normalizer = 64;
     auto pl = rl::grpo_policy_loss(t_new, t_old, {}, {}, t_adv, t_mask, cfg, batch_tokens, batch_seqs);
     CHECK(pl.loss.item<double>() == Approx(total / (64 * batch_seqs)).epsilon(1e-5));
