@@ -11,12 +11,19 @@
 
 namespace pulse::rl::rules {
 
-/// The shortest decimal text that reads back to `x` ("0.2", "1e-06", "1024").
+/// The shortest decimal text that reads back to `x`, plain from 1 up ("0.2", "1e-06", "86400", "10").
 inline std::string show(double x) {
   char buf[64];
   for (int prec = 1; prec <= 17; ++prec) {
     std::snprintf(buf, sizeof buf, "%.*g", prec, x);
     if (std::strtod(buf, nullptr) == x) break;
+  }
+  // %g writes 10 as "1e+01": from 1 up, plain decimals read better.
+  if (std::string(buf).find('e') != std::string::npos && std::fabs(x) >= 1 && std::fabs(x) < 1e15) {
+    for (int prec = 0; prec <= 17; ++prec) {
+      std::snprintf(buf, sizeof buf, "%.*f", prec, x);
+      if (std::strtod(buf, nullptr) == x) break;
+    }
   }
   return buf;
 }
