@@ -17,6 +17,52 @@ namespace pulse::kernels {
 
 namespace {
 
+/// The head byte of `gap` at *h and its tail (if any) at t; returns the new tail end. The tail is
+/// written without a branch for gaps < 2^28 (at 1% density about a third of the first changes of a
+/// group have a tail, at random: a branch would mispredict); `t` needs 9 bytes of room.
+inline uint8_t* put_gap(uint8_t* h, uint8_t* t, uint64_t gap) {
+  const uint64_t r = gap >> 7;
+  *h = static_cast<uint8_t>((gap & 127) | (r ? 128 : 0));
+  if (r >= (uint64_t{1} << 21)) return write_gap_tail(t, r);
+  t[0] = static_cast<uint8_t>((r & 127) | (r >= 128 ? 128 : 0));
+  t[1] = static_cast<uint8_t>(((r >> 7) & 127) | (r >= 16384 ? 128 : 0));
+  t[2] = static_cast<uint8_t>(r >> 14);
+  return t + (r != 0) + (r >= 128) + (r >= 16384);
+}
+
+}  // namespace
+
+// ---- the portable reference (every variant writes the same bytes) ---------------------------------
+
+uint64_t diff_emit16_portable(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
+                              Emit16Cursor& c) {
+  constexpr uint64_t kStep = 4096;  // elements per mask batch (masks stay in L1)
+  uint64_t masks[kStep / kDiffGroup];
+  uint8_t *h = c.head, *t = c.tail, *lo = c.lo, *hi = c.hi;
+  uint64_t next = c.next, total = 0;
+  for (uint64_t s = 0; s < count; s += kStep) {
+    const uint64_t n = count - s < kStep ? count - s : kStep;
+    if (diff_masks_portable(a + 2 * s, b + 2 * s, n, 2, masks) == 0) continue;
+    for (uint64_t g = 0; g < (n + kDiffGroup - 1) / kDiffGroup; ++g)
+      for (uint64_t m = masks[g]; m; m &= m - 1) {
+        const uint64_t off = s + g * kDiffGroup + static_cast<uint64_t>(__builtin_ctzll(m));
+        const uint16_t vb = load_le<uint16_t>(b + 2 * off);
+        const uint16_t v = delta ? zigzag(static_cast<uint16_t>(vb - load_le<uint16_t>(a + 2 * off))) : vb;
+        *lo++ = static_cast<uint8_t>(v);
+        *hi++ = static_cast<uint8_t>(v >> 8);
+        t = put_gap(h++, t, start + off - next);
+        next = start + off + 1;
+        ++total;
+      }
+  }
+  c.head = h, c.tail = t, c.lo = lo, c.hi = hi, c.next = next;
+  return total;
+}
+
+// ---- SIMD variants (x86: AVX-512, AVX2) ------------------------------------------------------------
+
+namespace {
+
 /// Bytes ahead of the scan, on each side, that the SIMD kernels prefetch into L1 (prefetch never faults:
 /// past a tensor's end it is a no-op). Without it the reads were not overlapped with the emission: the
 /// AVX2 kernel took 1.55 ms per 8 M elements with both sides in cache, a plain read of both sides from
@@ -32,7 +78,7 @@ constexpr uint64_t kTile = 8;
 /// The SIMD kernels scan in windows of kDenseWindow elements and pick each window's path by the changes
 /// in the window before it (Emit16Cursor::recent_changes): dense from kAvx512DenseChanges (2.2%) or
 /// kAvx2DenseChanges (3.1%: also where the AVX2 kernel's emission switches to 8 unconditional slots)
-/// on. Chosen from the measured crossovers (kernels/diff_emit16.h).
+/// on. Chosen from the measured crossovers (bench/RESULTS.md, "Kernel measurements (moved from headers)").
 constexpr uint64_t kDenseWindow = 8192;
 constexpr uint64_t kAvx512DenseChanges = 180;
 constexpr uint64_t kAvx2DenseChanges = 256;
@@ -62,19 +108,6 @@ inline uint64_t for_each_window(uint64_t count, Emit16Cursor& c, Pass&& pass) {
     total += c.recent_changes;
   }
   return total;
-}
-
-/// The head byte of `gap` at *h and its tail (if any) at t; returns the new tail end. The tail is
-/// written without a branch for gaps < 2^28 (at 1% density about a third of the first changes of a
-/// group have a tail, at random: a branch would mispredict); `t` needs 9 bytes of room.
-inline uint8_t* put_gap(uint8_t* h, uint8_t* t, uint64_t gap) {
-  const uint64_t r = gap >> 7;
-  *h = static_cast<uint8_t>((gap & 127) | (r ? 128 : 0));
-  if (r >= (uint64_t{1} << 21)) return write_gap_tail(t, r);
-  t[0] = static_cast<uint8_t>((r & 127) | (r >= 128 ? 128 : 0));
-  t[1] = static_cast<uint8_t>(((r >> 7) & 127) | (r >= 16384 ? 128 : 0));
-  t[2] = static_cast<uint8_t>(r >> 14);
-  return t + (r != 0) + (r >= 128) + (r >= 16384);
 }
 
 #ifdef PULSE_KERNELS_X86
@@ -557,31 +590,6 @@ uint64_t diff_emit16_avx2_hashing(const uint8_t* a, const uint8_t* b, uint64_t s
 #endif
 
 }  // namespace
-
-uint64_t diff_emit16_portable(const uint8_t* a, const uint8_t* b, uint64_t start, uint64_t count, bool delta,
-                              Emit16Cursor& c) {
-  constexpr uint64_t kStep = 4096;  // elements per mask batch (masks stay in L1)
-  uint64_t masks[kStep / kDiffGroup];
-  uint8_t *h = c.head, *t = c.tail, *lo = c.lo, *hi = c.hi;
-  uint64_t next = c.next, total = 0;
-  for (uint64_t s = 0; s < count; s += kStep) {
-    const uint64_t n = count - s < kStep ? count - s : kStep;
-    if (diff_masks_portable(a + 2 * s, b + 2 * s, n, 2, masks) == 0) continue;
-    for (uint64_t g = 0; g < (n + kDiffGroup - 1) / kDiffGroup; ++g)
-      for (uint64_t m = masks[g]; m; m &= m - 1) {
-        const uint64_t off = s + g * kDiffGroup + static_cast<uint64_t>(__builtin_ctzll(m));
-        const uint16_t vb = load_le<uint16_t>(b + 2 * off);
-        const uint16_t v = delta ? zigzag(static_cast<uint16_t>(vb - load_le<uint16_t>(a + 2 * off))) : vb;
-        *lo++ = static_cast<uint8_t>(v);
-        *hi++ = static_cast<uint8_t>(v >> 8);
-        t = put_gap(h++, t, start + off - next);
-        next = start + off + 1;
-        ++total;
-      }
-  }
-  c.head = h, c.tail = t, c.lo = lo, c.hi = hi, c.next = next;
-  return total;
-}
 
 // ---- dispatch ----------------------------------------------------------------------------------------
 

@@ -22,12 +22,8 @@
 // group: there the AVX-512 kernel compares and hashes a tile of 8 groups first and then emits only the
 // non-empty ones (the loop over their set bits mispredicts about once per tile, at its exit), below 2.2%;
 // the AVX2 kernel, whose emission already follows its vector pass, visits the non-empty groups by their
-// set bits below 2%. Measured (1 thread, 4 M elements, both sides hashed, 1-ULP changes at random, the
-// old and the new kernel interleaved in one process, paired medians new / old, AVX-512 EPYC with AVX2
-// forced for the AVX2 rows): AVX-512 0.73-0.76 at 1%, 0.82 at 1.5%, 0.88-0.91 at 2%, 0.97-1.02 at 2.5%
-// and above; AVX2 0.88 at 1% (0.89 at 16 M elements, from memory), 0.94 at 1.5%, 1.00-1.05 at 2-3.5%,
-// 1.01-1.02 at 7-12%. At 2-3% both paths lose to what they replace by a few percent (each window is a
-// call of its own).
+// set bits below 2%. The crossovers were measured: bench/RESULTS.md, "Kernel measurements (moved from
+// headers)".
 #pragma once
 #include <cstddef>
 #include <cstdint>

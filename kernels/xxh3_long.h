@@ -1,9 +1,9 @@
 // XXH3-64 of long inputs (> 240 bytes) with the 1024-byte block loop done here on SIMD (AVX-512F, AVX2)
-// or by the caller. Debian's libxxhash runs its SSE2 code path (no run-time AVX2 dispatch in that build:
-// ~18 GB/s in L2 on an AVX-512 EPYC), so the weight hashes of sync/ (tensor_hash, the apply pass) use
-// xxh3_64bits / xxh3_long_accumulate below. The encoder's scan kernel (kernels/diff_emit16.h) already holds
-// every 64-byte stripe of base and target in registers, so it accumulates them there instead of reading
-// the block again (measured: hashing both sides was ~15% of encode time at 7% density). Initial state,
+// or by the caller. Debian's libxxhash runs its SSE2 code path (no run-time AVX2 dispatch in that build),
+// so the weight hashes of sync/ (tensor_hash, the apply pass) use xxh3_64bits / xxh3_long_accumulate
+// below. The encoder's scan kernel (kernels/diff_emit16.h) already holds every 64-byte stripe of base and
+// target in registers, so it accumulates them there instead of reading the block again (what both cost:
+// bench/RESULTS.md, "Kernel measurements (moved from headers)"). Initial state,
 // secret, the last partial block, the last stripe and the final merge come from libxxhash itself (XXH3
 // spec, "hashLong"), so every value is exactly XXH3_64bits (seed 0) of the input; tests compare the two
 // for every variant.

@@ -1,6 +1,7 @@
 // The two Python programs of an MBPP grade (see mbpp_sandbox.h for the threat model and the passing
-// rule): the trusted judge and the candidate-side server. Kept as raw strings so the binary needs no
-// data files.
+// rule): the trusted judge (rl/mbpp_judge.py, with the wire format of values) and the candidate-side
+// server (rl/mbpp_candidate.py). Compiled into the binary as text (cmake/embed_text.cmake) so that it
+// needs no data files.
 #pragma once
 
 namespace pulse::rl {

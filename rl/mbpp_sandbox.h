@@ -30,7 +30,7 @@
 // reaches nothing. The judge sends the program and setup, which the candidate's server runs; then it
 // parses each assert with `ast` in ITS process and evaluates it itself: a name the program defines
 // becomes a remote reference (calls, attribute reads, iteration, len, indexing, str/repr are requests
-// over the pipes with plain-data arguments and results, wire format in mbpp_harness.cpp); every other
+// over the pipes with plain-data arguments and results, wire format in rl/mbpp_judge.py); every other
 // name is the judge's own (its builtins; math, sys, re, collections, ... imported by the judge). A
 // built-in name the program redefines is the program's only as the called function of an assert's first
 // operand (MBPP 126 defines `sum`); the expected side and truth asserts (`math.isclose(...)`) always use

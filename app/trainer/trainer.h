@@ -1,10 +1,12 @@
 // The trainer of `pulse run` / `pulse trainer`, read top-down like a training script:
-//   setup()   run directory (or resume point), problems, tokenizer, model, SFT warm start, Pass@1 before,
+//   setup()   run directory (app/run/run_dir.h) or resume point, problems, tokenizer, model, SFT warm start,
+//   Pass@1 before,
 //             PULSESync publisher, inference workers (bootstrapped to the trainer's weights);
 //   step(s)   rollouts from the workers -> GRPO step on the FP32 masters -> BF16 cast -> PULSESync publish
 //             -> workers fetch/apply/confirm -> bit-identity check; returns the step's record;
 //   finish()  Pass@1 after, summary.json, report.html.
-// Multi-trainer rounds (DiLoCo / PULSELoCo, rl/diloco.h) are one more loop around the same step().
+// Multi-trainer runs (DDP, DiLoCo / PULSELoCo rounds, rl/diloco.h) join a group of trainers
+// (app/trainer/trainer_group.h); the rounds are one more call after the same step().
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -14,6 +16,7 @@
 
 #include "app/config.h"
 #include "app/job.h"
+#include "app/run/run_dir.h"
 #include "app/run/run_files.h"
 #include "app/setup.h"
 #include "app/trainer/step_record.h"
@@ -59,7 +62,7 @@ class Trainer {
   int finish();
 
   const Config& config() const { return config_; }
-  const std::string& run_dir() const { return run_dir_; }
+  const std::string& run_dir() const { return run_dir_.path(); }
   rl::MasterAdam& optimizer() { return *adam_; }
   model::TransformerImpl& policy() { return *policy_; }
 
@@ -72,20 +75,14 @@ class Trainer {
   void start_workers();
   StepRecord train_on(int64_t s, const StepRollouts& cur);
   void start_group();
-  void lock_run_dir();
-  void refuse_algorithm_changes(const Config& stored) const;
-  void discard_new_run_dir();
-  void agree_setup(bool ok);
   void join_group_weights();
-  int64_t common_resume_step(int64_t mine);
   double elapsed() const;
-  nlohmann::json multi_summary(const std::vector<nlohmann::json>& rows) const;
   std::string weights_hash() const;
   rl::EvalReport pass_at_1();
 
   JobOptions opt_;
   Config config_;
-  std::string run_dir_;
+  RunDir run_dir_;  ///< RUN_DIR, locked from open_run_dir() on
   std::chrono::steady_clock::time_point t_start_;
   ProblemSets sets_;
   std::string tok_path_;
@@ -112,9 +109,6 @@ class Trainer {
   std::unique_ptr<rl::TrainerGroup> group_;    ///< multi.mode != single: the c10d group of trainers
   std::unique_ptr<rl::OuterOptimizer> outer_;  ///< diloco | pulseloco
   rl::CommCounters comm_at_step_start_;        ///< to attribute bytes to each step's row
-  int lock_fd_ = -1;                           ///< flock on RUN_DIR/.lock
-  bool new_run_dir_ = false;                   ///< this process created RUN_DIR (a new run)
-  std::string created_top_;  ///< the outermost folder of RUN_DIR's path this process created ("" = none)
 };
 
 }  // namespace pulse::app

@@ -40,7 +40,7 @@ bool contains(const std::string& s, const std::string& part) {
 
 }  // namespace
 
-TEST_CASE("pulse generate --greedy reproduces llama2.c's stories260k continuation", "[model][generate]") {
+TEST_CASE("pulse generate --greedy reproduces llama2.c's stories260k continuation", "[app][cli][generate]") {
   const auto fx = pulse::test::load_stories260k();
   const pulse::test_run::ScopedTempDir scoped("generate-ok");
   const std::string dir = scoped.path;
@@ -72,7 +72,7 @@ TEST_CASE("pulse generate --greedy reproduces llama2.c's stories260k continuatio
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("pulse generate --prompt uses the tokenizer in the model folder", "[model][generate]") {
+TEST_CASE("pulse generate --prompt uses the tokenizer in the model folder", "[app][cli][generate]") {
   // stories260k's own tok512 was not obtained: a 480-piece SentencePiece BPE (ids < 512) stands in, so
   // the check is the plumbing (encode with BOS, decode of the continuation), not the story text.
   const auto fx = pulse::test::load_stories260k();
@@ -104,7 +104,7 @@ TEST_CASE("pulse generate --prompt uses the tokenizer in the model folder", "[mo
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("pulse generate names the file or option at fault", "[model][generate]") {
+TEST_CASE("pulse generate names the file or option at fault", "[app][cli][generate]") {
   const auto fx = pulse::test::load_stories260k();
   const pulse::test_run::ScopedTempDir scoped("generate-bad");
   const std::string dir = scoped.path;
