@@ -1,7 +1,7 @@
 // app/run/checkpoints.h: a checkpoint folder appears whole. A killed save leaves only a staging folder, which
 // is never taken for a checkpoint and is swept by the next save; saving a step again replaces its folder
 // as a whole (no files of the earlier save stay behind); pruning keeps the newest two.
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <algorithm>
 #include <filesystem>
