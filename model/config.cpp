@@ -148,13 +148,6 @@ ModelConfig ModelConfig::from_hf_json_text(const std::string& text, const std::s
   return cfg;
 }
 
-int64_t ModelConfig::num_parameters() const {
-  const int64_t c = hidden_size, q = num_attention_heads * head_dim, kv = num_key_value_heads * head_dim;
-  const int64_t attention = c * q + 2 * c * kv + q * c + (attention_bias ? q + 2 * kv : 0);
-  const int64_t layer = attention + 3 * c * intermediate_size + 2 * c;
-  return vocab_size * c * (tie_word_embeddings ? 1 : 2) + num_hidden_layers * layer + c;
-}
-
 std::string ModelConfig::to_hf_json() const {
   json j;
   j["architectures"] = json::array({architecture});

@@ -44,10 +44,6 @@ struct ModelConfig {
   static ModelConfig from_hf_json_text(const std::string& text, const std::string& source);
   /// HF-compatible config.json text.
   std::string to_hf_json() const;
-  /// Parameters of the model this config builds (model/transformer.h: embedding, per layer q/k/v/o with
-  /// q/k/v bias when attention_bias, SwiGLU, two RMSNorms; final norm; lm_head unless tied), counted
-  /// without building it: 494,032,768 for Qwen2.5-0.5B's config.json.
-  int64_t num_parameters() const;
 };
 
 }  // namespace pulse::model
