@@ -14,8 +14,10 @@ out=bench/gpu-debs
 build=${1:-build-cuda}
 mkdir -p "$out/prebuilt"
 
-# Runtime packages of the -dev ones (libzstd1, libssl3, ...) too: gpu_check.sh extracts only those whose
-# package is not installed there, so that no -dev symlink (libzstd.so -> libzstd.so.1.5.4) dangles.
+# Runtime packages of the -dev ones (libzstd1, libssl3, libfmt9, ...) too: gpu_check.sh extracts EVERY
+# carried package into its prefix, installed there or not (a same-named package on the GPU machine may be
+# another version: catch2 v3, spdlog, fmt 12), so each -dev symlink (libzstd.so -> libzstd.so.1.5.4) and
+# CMake config (fmt-targets.cmake names libfmt.so.9.1.0) finds its own runtime file.
 # pkgconf: CMake's FindPkgConfig needs a pkg-config. sentencepiece: the spm_train tool that trains the
 # embedded default's tokenizer (model/tokenizer.cpp), not part of a CUDA/PyTorch image.
 packages=(
