@@ -245,11 +245,11 @@ linked=""
 if [ -x "$tool_bin/spm_train" ] && ! command -v spm_train >/dev/null 2>&1 && [ -w /usr/local/bin ]; then
   ln -sf "$tool_bin/spm_train" /usr/local/bin/spm_train && linked="/usr/local/bin/spm_train -> $tool_bin/spm_train"
 fi
-export PATH="$tool_bin:$PATH"
+export PATH="$PATH:$tool_bin"  # after the system's own tools, as before
 # The same environment for a later shell: `. bench/gpu-debs/env.sh`.
 {
   echo "# Written by bench/gpu_check.sh: the carried packages' prefix for a later shell."
-  echo "export PATH=\"$tool_bin:\$PATH\""
+  echo "export PATH=\"\$PATH:$tool_bin\""
   echo "export LD_LIBRARY_PATH=\"$arch_lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\""
   echo "export PKG_CONFIG_PATH=\"$arch_lib/pkgconfig:$prefix/usr/share/pkgconfig\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}\""
   echo "export CPATH=\"$prefix/usr/include\${CPATH:+:\$CPATH}\""
