@@ -33,7 +33,8 @@
 #             transfer/apply/load ms, sync as a fraction of the step, patch bytes vs dense BF16, changed
 #             fraction, bit_identical at every step (summary.grpo_0.5b)
 #   grpo05_verify  offline root-hash check of its weights (diff, apply, verify; the verify time is the
-#             host hash of the whole model: summary.grpo_0.5b.hash_ms)
+#             host hash of the whole model, process start included:
+#             summary.grpo_0.5b.verify_whole_model_host_ms)
 #   grpo05_lr3e-6  the same at optimizer.lr = 3e-6 (3 GRPO steps), when >= 150 s are left after device_tests
 #   grpo      a few GRPO steps of the embedded default on the GPU: configs/default.toml shortened (60 SFT
 #             steps, 4 GRPO steps, no Pass@1) with --set run.device=cuda; per-step times, bit_identical

@@ -73,9 +73,21 @@ def main(work, result, gpu, gpu_reason, start):
         cfg_path = os.path.join(d, "config.toml")
         cfg = open(cfg_path).read() if os.path.exists(cfg_path) else ""
 
-        def setting(key):
-            vals = [l.split("=", 1)[1].split("#")[0].strip().strip('"') for l in cfg.splitlines()
-                    if l.startswith(key + " =")]
+        try:  # Python >= 3.11
+            import tomllib
+            table = tomllib.loads(cfg) if cfg else {}
+        except (ImportError, ValueError):
+            table = None
+
+        def setting(section, key):
+            if table is not None:
+                return table.get(section, {}).get(key)
+            at, vals = None, []  # no tomllib: [section] headers and `key = value` lines
+            for l in cfg.splitlines():
+                if l.startswith("["):
+                    at = l.strip().strip("[]")
+                elif at == section and l.startswith(key + " ="):
+                    vals.append(l.split("=", 1)[1].split("#")[0].strip().strip('"'))
             return vals[0] if vals else None
 
         def col(k):
@@ -90,8 +102,8 @@ def main(work, result, gpu, gpu_reason, start):
         sync_ms = [sum(r.get(k) or 0 for k in ("encode_ms", "transfer_ms", "apply_ms", "load_ms")) for r in rows]
         patch, dense = col("patch_bytes"), col("dense_bytes")
         return {
-            "run_device": setting("device"), "model_config": setting("config"), "dtype": setting("dtype"),
-            "lr": setting("lr"), "steps": len(rows), "step_ms": col("step_ms"),
+            "run_device": setting("run", "device"), "model_config": setting("model", "config"),
+            "dtype": setting("model", "dtype"), "lr": setting("optimizer", "lr"), "steps": len(rows), "step_ms": col("step_ms"),
             "median_step_ms": median(col("step_ms")),
             "generate_ms": col("generate_ms"), "train_ms": col("train_ms"), "encode_ms": col("encode_ms"),
             "transfer_ms": col("transfer_ms"), "apply_ms": col("apply_ms"), "load_ms": col("load_ms"),
@@ -137,8 +149,9 @@ def main(work, result, gpu, gpu_reason, start):
             v = steps.get(verify_step, {})
             out["root_hash_verify_ok"] = v.get("status") == "ran" and v.get("rc") == 0
             # hash: the workers verify every tensor's hash inside apply_ms and the trainer hashes inside
-            # encode_ms; a whole-model host hash (pulse sync verify of the last weights) is timed apart.
-            out["hash_ms_whole_model_host"] = verify_ms(verify_step)
+            # encode_ms; a whole-model host hash is timed apart: `pulse sync verify` of the last weights,
+            # its process start (loading LibTorch, ~1 s) included.
+            out["verify_whole_model_host_ms"] = verify_ms(verify_step)
         return out
 
     out = {"summary": {}, "script": "bench/gpu_check.sh", "started_unix": start,
