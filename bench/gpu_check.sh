@@ -314,8 +314,13 @@ fi
 # the SFT warm start cut to 20 steps and no Pass@1: the step breakdown and the sync's bytes, not learning.
 grpo_pulse=${PULSE_GPU_CHECK_GRPO_PULSE:-build-gpu/pulse}
 grpo_device=${PULSE_GPU_CHECK_GRPO_DEVICE:-cuda}
+# Its tokenizer.path is ../shared/models/qwen2-tokenizer; a GPU machine that has the working tree only uses
+# the copy bench/gpu_debs.sh carries.
+qwen2_tok=../shared/models/qwen2-tokenizer
+[ -f "$qwen2_tok/vocab.json" ] || qwen2_tok=bench/gpu-debs/qwen2-tokenizer
 grpo05_args=(configs/gpu-0.5b.toml --quiet --log-json --set sft.steps=20 --set sft.warmup_steps=5
-  --set eval.before=false --set eval.after=false --set run.checkpoint_every=0 --set run.device="$grpo_device")
+  --set eval.before=false --set eval.after=false --set run.checkpoint_every=0 --set run.device="$grpo_device"
+  --set tokenizer.path="$qwen2_tok")
 # verify_run NAME RUN_DIR: offline root-hash check of a run's last weights against its first checkpoint
 # (pulse sync diff, apply, verify: host code, exit 0 = the applied weights are the patch's target); prints
 # "verify_ms N", the time of one verify (hashes every tensor of the model on the host).

@@ -4,6 +4,7 @@
 #   *.deb        the Debian -dev packages pulse's build needs beyond a compiler, CMake and python3's torch
 #                (headers, pkg-config files, CMake configs), plus the runtime libraries of the shared ones,
 #                fetched with `apt-get download` (no install here);
+#   qwen2-tokenizer/  ../shared/models/qwen2-tokenizer, for configs/gpu-0.5b.toml;
 #   prebuilt/    the torch-free GPU binaries built here with nvcc (test_kernels_cuda, kernels_report, CUDA
 #                runtime linked statically) and the one shared library they need, so that the GPU kernels
 #                can be checked even where the machine has no nvcc or the torch build fails.
@@ -36,6 +37,10 @@ fi
 flock /tmp/pulse-build.lock cmake --build "$build" -j2 --target test_kernels_cuda kernels_report
 cp "$build/test_kernels_cuda" "$build/kernels_report" "$out/prebuilt/"
 cp -L /lib/x86_64-linux-gnu/libxxhash.so.0 "$out/prebuilt/"
+# The real Qwen2 tokenizer of configs/gpu-0.5b.toml (4.4 MB): the GPU machine gets the working tree, not
+# ../shared beside it.
+rm -rf "$out/qwen2-tokenizer"
+cp -r ../shared/models/qwen2-tokenizer "$out/qwen2-tokenizer"
 # What the binaries were built from: gpu_check.sh puts it into its JSON and warns when it is not HEAD.
 {
   echo "commit $(git rev-parse HEAD)"
