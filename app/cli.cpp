@@ -10,11 +10,12 @@
 
 #include "app/cmd/cmd_bench_kernels.h"
 #include "app/cmd/commands.h"
-#include "app/config.h"
-#include "app/wire/control.h"
-#include "app/job.h"
 #include "app/cmd/launch.h"
+#include "app/config.h"
+#include "app/job.h"
 #include "app/run/report.h"
+#include "app/version.h"
+#include "app/wire/control.h"
 #include "app/worker/worker.h"
 
 namespace pulse::app {
@@ -151,7 +152,8 @@ void register_tool_commands(CLI::App& app) {
 int run_cli(int argc, char** argv) {
   CLI::App app{"pulse: RL post-training of LLMs with sparse, lossless PULSESync weight updates"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "pulse 0.1");
+  // pulse, LibTorch (headers and the library loaded) and CUDA (LibTorch's and the kernels'): app/version.h.
+  app.set_version_flag("--version", [] { return version_text(); });
   register_role_commands(app);
   register_tool_commands(app);
   register_sync_commands(app);

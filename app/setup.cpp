@@ -164,13 +164,16 @@ model::ModelConfig model_config_for(const Config& config, const model::Tokenizer
   model::ModelConfig mc;
   if (config.model.config.empty()) {
     mc = model::tiny_llama_config();
+    mc.vocab_size = tok.vocab_size();  // the embedded model is sized to the tokenizer trained for the run
   } else {
     if (!fs::exists(config.model.config))
       throw std::runtime_error("model.config: '" + config.model.config +
                                "' not found (relative paths are taken from the current directory)");
     mc = model::ModelConfig::from_hf_json(config.model.config);
+    // A given config keeps its vocab_size when the tokenizer's ids fit: a real model's shape, whose
+    // embedding is padded past its tokenizer (Qwen2.5: 151,936 rows for 151,646 ids); grown otherwise.
+    mc.vocab_size = std::max<int64_t>(mc.vocab_size, tok.vocab_size());
   }
-  mc.vocab_size = tok.vocab_size();
   if (tok.bos_id() >= 0) mc.bos_token_id = tok.bos_id();
   if (tok.eos_id() >= 0) mc.eos_token_id = tok.eos_id();
   return mc;

@@ -31,8 +31,10 @@ ProblemSets load_problems(const Config& config);
 std::unique_ptr<model::Tokenizer> prepare_tokenizer(const Config& config, const ProblemSets& problems,
                                                     const std::string& trained_path, std::string* path_used);
 
-/// model.config (or the embedded tiny Llama when it is "") with vocab_size, bos and eos set from the
-/// tokenizer when the model is fresh (model.path = ""); with model.path, that checkpoint's config.json.
+/// A fresh model (model.path = ""): the embedded tiny Llama sized to the tokenizer (model.config = ""), or
+/// model.config with its vocab_size kept when the tokenizer's ids fit (a real model's padded embedding)
+/// and grown to the tokenizer's otherwise; bos and eos from the tokenizer. With model.path, that
+/// checkpoint's config.json.
 /// Throws std::runtime_error naming model.path when its config.json cannot be read, and naming both
 /// when the tokenizer has more pieces than the checkpoint's vocab_size (ids without an embedding).
 model::ModelConfig model_config_for(const Config& config, const model::Tokenizer& tok);

@@ -1,28 +1,41 @@
 #!/usr/bin/env bash
-# bench/gpu_check.sh: the GPU check of issue 13 in one run (<= 8 minutes) on a machine with an NVIDIA GPU
-# and python3's torch; writes one JSON file with everything it found.
+# bench/gpu_check.sh: the GPU check of issues 13 and 30 in one run (<= 9 minutes) on a machine with an
+# NVIDIA GPU and python3's torch; writes one JSON file with everything it found (a "summary" block first)
+# and one tar holding it with every log and run record.
 #
 #   bench/gpu_check.sh [RESULT_JSON]     default: $OUT/gpu_check.json when $OUT is set, else
-#                                        runs/gpu_check.json
+#                                        runs/gpu_check.json; the tar is RESULT_JSON with .tar.gz
 #
 # Before: bench/gpu_debs.sh (after the last commit: the prebuilt binaries record theirs) on the machine
 # with nvcc and a package mirror, then carry the working tree plus bench/gpu-debs/ (git-ignored, ~16 MB:
-# name it in the run tool's `carry`) to the GPU machine. PULSE_GPU_CHECK_ELEMENTS (default 20 M) sets the
-# benchmark size, PULSE_GPU_CHECK_BUDGET (default 470 s) the time budget: the fresh build against torch
-# takes minutes, so device_tests and grpo_cpu (the last steps) may not fit in 470 s; 540 s still ends
-# inside a 600-s command.
+# name it in the run tool's `carry`) to the GPU machine. No environment variable is needed.
+# PULSE_GPU_CHECK_ELEMENTS (default 20 M) sets the benchmark size, PULSE_GPU_CHECK_BUDGET (default 520 s)
+# the time budget: every step gets at most what is left of it, a step that does not fit is recorded as
+# skipped (summary.skipped), and the JSON and tar are written inside 9 minutes.
 #
 # Steps (each under a time limit; a failed step is recorded and the rest still run where they can):
 #   env       nvidia-smi, nvcc, cmake, ninja, g++, python3's torch (version, CUDA, cmake_prefix_path)
 #   prebuilt  bench/gpu-debs/prebuilt/ (made by bench/gpu_debs.sh on a machine with nvcc): the GPU tests
 #             (GPU vs CPU reference, bit for bit) and kernels_report --json (each CUDA kernel vs a same-run
 #             device-to-device cudaMemcpy); needs no compiler here
-#   debs      bench/gpu-debs/*.deb whose package is not installed: `dpkg -x` into a prefix that CMake and
-#             pkg-config are pointed at
-#   build     CMake against torch's LibTorch (torch.utils.cmake_prefix_path) with -DPULSE_CUDA=ON:
-#             test_kernels_cuda and kernels_report first, then pulse
+#   debs      EVERY carried bench/gpu-debs/*.deb, `dpkg -x` into a prefix that CMake, pkg-config, the
+#             compiler and the loader are pointed at (a same-named package installed here may be another
+#             version: catch2 v3, spdlog, fmt 12 in torch's include folder); bench/gpu-debs/env.sh then
+#             gives a later shell the same PATH/LD_LIBRARY_PATH/CMAKE_PREFIX_PATH, and bench/gpu-debs/bin
+#             (linked into /usr/local/bin when writable) holds spm_train for runs started after the script
+#   build     CMake against torch's LibTorch (torch.utils.cmake_prefix_path) with -DPULSE_CUDA=ON, ninja
+#             -k 0 (one failing unit still reports every other): test_kernels_cuda and kernels_report
+#             first, then pulse; `pulse --version` (LibTorch and CUDA it runs with)
 #   tests     build-gpu/test_kernels_cuda
 #   bench     build-gpu/pulse bench kernels --json
+#   grpo05    a few GRPO steps of configs/gpu-0.5b.toml (Qwen2.5-0.5B shape, BF16, two workers on the
+#             GPU, lr 1e-6; SFT shortened to 20 steps, no Pass@1): per-step generate/train/encode/
+#             transfer/apply/load ms, sync as a fraction of the step, patch bytes vs dense BF16, changed
+#             fraction, bit_identical at every step (summary.grpo_0.5b)
+#   grpo05_verify  offline root-hash check of its weights (diff, apply, verify; the verify time is the
+#             host hash of the whole model, process start included:
+#             summary.grpo_0.5b.verify_whole_model_host_ms)
+#   grpo05_lr3e-6  the same at optimizer.lr = 3e-6 (3 GRPO steps), when >= 150 s are left after device_tests
 #   grpo      a few GRPO steps of the embedded default on the GPU: configs/default.toml shortened (60 SFT
 #             steps, 4 GRPO steps, no Pass@1) with --set run.device=cuda; per-step times, bit_identical
 #             (every worker's root hash == the trainer's), worker versions and how many worker syncs
@@ -32,19 +45,19 @@
 #             apply, verify (host code, exit 0 = the applied weights are the patch's target)
 #             PULSE_GPU_CHECK_GRPO_PULSE (default build-gpu/pulse) and PULSE_GPU_CHECK_GRPO_DEVICE (default
 #             cuda) let a machine without a GPU try this path: =build/pulse and =cpu
-#   device_tests  when >= 170 s are left: build test_rl and test_app in build-gpu and run their GPU tests
+#   device_tests  when >= 170 s are left after grpo05: build test_rl and test_app and run their GPU tests
 #             (test_rl "[gpu]": GRPO, MasterAdam, DiLoCo/PULSELoCo rounds on CUDA; test_app "[gpu]": a tiny
 #             run on cuda + resume, worker patches applied on the GPU against the host replica, the GPU
 #             encoder against the CPU encode)
 #   grpo_cpu  the same run as grpo with run.device=cpu, for the step-time comparison (when >= 90 s are
-#             left after device_tests)
+#             left); grpo and grpo_cpu (the tiny default) come last: the 0.5B run is the one that matters
 # Without a GPU it says so in the JSON ("gpu": false, with the reason) and exits 0 after the steps that
 # need none (environment, the prebuilt tests, which then skip with a message).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 start=$(date +%s)
-budget=${PULSE_GPU_CHECK_BUDGET:-470}
+budget=${PULSE_GPU_CHECK_BUDGET:-520}
 result=${1:-${OUT:+$OUT/gpu_check.json}}
 result=${result:-runs/gpu_check.json}
 mkdir -p "$(dirname "$result")"
@@ -152,9 +165,11 @@ extracted=0
 if ls bench/gpu-debs/*.deb >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; then
   mkdir -p "$prefix"
   skipped=""
+  # Every carried package, installed here or not: an installed package of the same name may be another
+  # version (the image's catch2 v3 has no catch2/catch.hpp; its spdlog expects another fmt), and a -dev
+  # package needs its own runtime package's files (fmt-targets.cmake names libfmt.so.9.1.0).
   for deb in bench/gpu-debs/*.deb; do
     pkg=$(dpkg-deb -f "$deb" Package)
-    if dpkg -s "$pkg" >/dev/null 2>&1; then continue; fi
     # torch's ProcessGroupGloo.hpp goes with the gloo headers torch ships, when it ships them.
     if [ "$pkg" = libgloo-dev ] && [ -f "$torch_include/gloo/rendezvous/store.h" ]; then
       skipped="$skipped $pkg(torch's own gloo headers)"
@@ -165,9 +180,9 @@ if ls bench/gpu-debs/*.deb >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; t
   # pkg-config files name prefix=/usr (some exec_prefix=/usr too): point them at the extracted tree.
   find "$prefix" -name '*.pc' -exec sed -i -e "s#^prefix=/usr#prefix=$prefix/usr#" \
     -e "s#^exec_prefix=/usr#exec_prefix=$prefix/usr#" {} + 2>/dev/null || true
-  # A -dev package's lib*.so names its own version's runtime file (libzstd.so -> libzstd.so.1.5.4); when
-  # that runtime package is installed here in another version (so not extracted), the link dangles and
-  # -lzstd fails: point it at this system's library of the same soname (libzstd.so.1).
+  # A -dev package's lib*.so names its own version's runtime file (libzstd.so -> libzstd.so.1.5.4); should
+  # its runtime package be missing from the carried set, the link dangles and -lzstd fails: point it at
+  # this system's library of the same soname (libzstd.so.1).
   repointed=""
   while IFS= read -r link; do
     target=$(readlink "$link")
@@ -190,47 +205,96 @@ else
   skip debs "no bench/gpu-debs/*.deb or no dpkg"
 fi
 arch_lib="$prefix/usr/lib/x86_64-linux-gnu"
+# The carried libraries and headers come first: they are the versions pulse's build was written against.
 export PKG_CONFIG_PATH="$arch_lib/pkgconfig:$prefix/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
 export CPATH="$prefix/usr/include:${CPATH:-}"
 export LIBRARY_PATH="$arch_lib:${LIBRARY_PATH:-}"
 export LD_LIBRARY_PATH="$arch_lib:${LD_LIBRARY_PATH:-}"
-# Carried tools (pkg-config, spm_train) after the system's own.
-export PATH="$PATH:$prefix/usr/bin"
-# The embedded default trains its tokenizer with SentencePiece's spm_train (model/tokenizer.cpp). Without
-# the tool, python3's sentencepiece module takes the same flags (the CLI's --minloglevel is dropped).
-if ! command -v spm_train >/dev/null 2>&1 && python3 -c 'import sentencepiece' >/dev/null 2>&1; then
-  mkdir -p "$work/bin"
-  cat >"$work/bin/spm_train" <<'SPM'
+export CMAKE_PREFIX_PATH="$prefix/usr${torch_prefix:+;$torch_prefix}${CMAKE_PREFIX_PATH:+;$CMAKE_PREFIX_PATH}"
+# Tools for this script and for runs started after it (pulse spawns spm_train through PATH to train the
+# embedded default's tokenizer, model/tokenizer.cpp): wrappers in bench/gpu-debs/bin that set the loader
+# path themselves, so they work from any shell. The carried spm_train (sentencepiece + libsentencepiece0);
+# without it, python3's sentencepiece module takes the same flags (the CLI's --minloglevel is dropped).
+tool_bin="$root/bench/gpu-debs/bin"
+mkdir -p "$tool_bin"
+if [ -x "$prefix/usr/bin/spm_train" ]; then
+  printf '#!/bin/sh
+LD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"
+' \
+    "$arch_lib" "$prefix/usr/bin/spm_train" >"$tool_bin/spm_train"
+  chmod +x "$tool_bin/spm_train"
+elif python3 -c 'import sentencepiece' >/dev/null 2>&1; then
+  cat >"$tool_bin/spm_train" <<'SPM'
 #!/usr/bin/env python3
 import sys
 import sentencepiece as spm
 spm.SentencePieceTrainer.Train(" ".join(a for a in sys.argv[1:] if not a.startswith("--minloglevel=")))
 SPM
-  chmod +x "$work/bin/spm_train"
-  export PATH="$PATH:$work/bin"
+  chmod +x "$tool_bin/spm_train"
 fi
+for tool in pkg-config pkgconf; do
+  if [ -x "$prefix/usr/bin/$tool" ]; then
+    printf '#!/bin/sh
+LD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"
+' \
+      "$arch_lib" "$prefix/usr/bin/$tool" >"$tool_bin/$tool"
+    chmod +x "$tool_bin/$tool"
+  fi
+done
+# A later shell that has no spm_train finds this one on its default PATH.
+linked=""
+if [ -x "$tool_bin/spm_train" ] && ! command -v spm_train >/dev/null 2>&1 && [ -w /usr/local/bin ]; then
+  ln -sf "$tool_bin/spm_train" /usr/local/bin/spm_train && linked="/usr/local/bin/spm_train -> $tool_bin/spm_train"
+fi
+export PATH="$PATH:$tool_bin"  # after the system's own tools, as before
+# The same environment for a later shell: `. bench/gpu-debs/env.sh`.
+{
+  echo "# Written by bench/gpu_check.sh: the carried packages' prefix for a later shell."
+  echo "export PATH=\"\$PATH:$tool_bin\""
+  echo "export LD_LIBRARY_PATH=\"$arch_lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\""
+  echo "export PKG_CONFIG_PATH=\"$arch_lib/pkgconfig:$prefix/usr/share/pkgconfig\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}\""
+  echo "export CPATH=\"$prefix/usr/include\${CPATH:+:\$CPATH}\""
+  echo "export LIBRARY_PATH=\"$arch_lib\${LIBRARY_PATH:+:\$LIBRARY_PATH}\""
+  echo "export CMAKE_PREFIX_PATH=\"$CMAKE_PREFIX_PATH\""
+} >"$root/bench/gpu-debs/env.sh" 2>/dev/null || true
 {
   echo "pkg-config: $(command -v pkg-config || command -v pkgconf || echo none)"
-  echo "spm_train: $(command -v spm_train || echo 'none (the grpo runs cannot train their tokenizer)')"
+  echo "spm_train: $(command -v spm_train || echo 'none (the embedded default cannot train its tokenizer)')"
+  echo "spm_train for later shells: ${linked:-$(command -v spm_train >/dev/null 2>&1 && echo "on PATH here; else . bench/gpu-debs/env.sh")}"
 } >>"$work/tools.txt"
 
 # ---- build against torch's LibTorch -----------------------------------------------------------------------
 built=false
+keep_going=(-- -k 0)
 if [ -z "$torch_prefix" ]; then
   skip configure "python3's torch not found: $(head -c 300 "$work/torch.json")"
 elif [ -z "$nvcc_bin" ]; then
   skip configure "no nvcc on this machine (the prebuilt binaries are the GPU check then)"
 else
   gen=()
-  command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+  keep_going=(-- -k)  # make: go on past a failing target
+  if command -v ninja >/dev/null 2>&1; then
+    gen=(-G Ninja)
+    keep_going=(-- -k 0)  # ninja: go on past every failure, so one run reports them all
+  fi
   cap=$(cut -d, -f4 "$work/gpu.txt" 2>/dev/null | head -1 | tr -d ' .')
+  # The prefix's libraries in the binaries' RPATH: they run from any later shell without LD_LIBRARY_PATH.
   if step configure 120 cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DPULSE_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$nvcc_bin" -DPULSE_CUDA_ARCHITECTURES="${cap:-90}" \
-    -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr"; then
-    step build_kernels 150 cmake --build build-gpu -j"$(nproc)" --target test_kernels_cuda kernels_report &&
-      built=true
-    step build_pulse 300 cmake --build build-gpu -j"$(nproc)" --target pulse
+    -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCMAKE_BUILD_RPATH="$arch_lib"; then
+    step build_kernels 150 cmake --build build-gpu -j"$(nproc)" --target test_kernels_cuda kernels_report \
+      "${keep_going[@]}" && built=true
+    step build_pulse 300 cmake --build build-gpu -j"$(nproc)" --target pulse "${keep_going[@]}"
   fi
+fi
+# What pulse runs with (LibTorch headers and library, LibTorch's CUDA, the kernels' CUDA and devices), and
+# that it starts at all without LD_PRELOAD (issue 30: std::filesystem bound into pip's libtorch.so).
+if [ -x build-gpu/pulse ]; then
+  step version 30 build-gpu/pulse --version
+  step stdcxx_binding 60 python3 tests/check_stdcxx_binding.py --run build-gpu/pulse
+else
+  skip version "build-gpu/pulse was not built"
+  skip stdcxx_binding "build-gpu/pulse was not built"
 fi
 if $built; then
   step tests 120 build-gpu/test_kernels_cuda
@@ -245,30 +309,87 @@ else
   skip bench "no built pulse or no GPU"
 fi
 
-# ---- grpo: a few GRPO steps of the embedded default on the GPU (run.device = cuda) --------------------------
-# The policy, SFT, GRPO, the FP32 masters and both worker threads' models on cuda:0; PULSESync between them
-# through host memory as on the CPU. A LibTorch without CUDA fails at once naming run.device and the reason.
+# ---- grpo05: a few GRPO steps of configs/gpu-0.5b.toml (Qwen2.5-0.5B shape) on the GPU ------------------
+# The config as it is (BF16, FP32 masters, lr 1e-6, two workers on the GPU, the real Qwen2 tokenizer), with
+# the SFT warm start cut to 20 steps and no Pass@1: the step breakdown and the sync's bytes, not learning.
 grpo_pulse=${PULSE_GPU_CHECK_GRPO_PULSE:-build-gpu/pulse}
 grpo_device=${PULSE_GPU_CHECK_GRPO_DEVICE:-cuda}
+# Its tokenizer.path is ../shared/models/qwen2-tokenizer; a GPU machine that has the working tree only uses
+# the copy bench/gpu_debs.sh carries.
+qwen2_tok=../shared/models/qwen2-tokenizer
+[ -f "$qwen2_tok/vocab.json" ] || qwen2_tok=bench/gpu-debs/qwen2-tokenizer
+grpo05_args=(configs/gpu-0.5b.toml --quiet --log-json --set sft.steps=20 --set sft.warmup_steps=5
+  --set eval.before=false --set eval.after=false --set run.checkpoint_every=0 --set run.device="$grpo_device"
+  --set tokenizer.path="$qwen2_tok")
+# verify_run NAME RUN_DIR: offline root-hash check of a run's last weights against its first checkpoint
+# (pulse sync diff, apply, verify: host code, exit 0 = the applied weights are the patch's target); prints
+# "verify_ms N", the time of one verify (hashes every tensor of the model on the host).
+verify_run() {
+  local name=$1 ck=$2/checkpoints last
+  if [ ! -f "$ck/LATEST" ]; then
+    skip "$name" "the run wrote no checkpoint"
+    return
+  fi
+  last=$(printf 'step-%06d' "$(cat "$ck/LATEST")")
+  step "$name" 120 bash -c "set -e
+    '$grpo_pulse' sync diff '$ck/step-000000/model' '$ck/$last/model' -o '$work/$name.patch'
+    '$grpo_pulse' sync apply '$ck/step-000000/model' '$work/$name.patch' -o '$work/$name.applied.safetensors'
+    '$grpo_pulse' sync verify '$work/$name.applied.safetensors' '$work/$name.patch'
+    t0=\$(date +%s%N)
+    '$grpo_pulse' sync verify '$ck/$last/model' '$work/$name.patch'
+    echo verify_ms \$(( (\$(date +%s%N) - t0) / 1000000 ))
+    rm -f '$work/$name.patch' '$work/$name.applied.safetensors'"
+}
+grpo05_ran=false
+if [ -x "$grpo_pulse" ] && { $gpu || [ "$grpo_device" != cuda ]; }; then
+  step grpo05 200 "$grpo_pulse" run "${grpo05_args[@]}" --set rl.steps=4 --set run.dir="$work/grpo05_run"
+  verify_run grpo05_verify "$work/grpo05_run"
+  grpo05_ran=true
+else
+  skip grpo05 "no GPU or no $grpo_pulse: ${gpu_reason:-$grpo_pulse was not built}"
+  skip grpo05_verify "no grpo05 run"
+fi
+
+# ---- device_tests: the GPU tests of test_rl and test_app, when the budget allows -----------------------
+# (after grpo05, before the rest: bit-for-bit GPU checks matter more than the other runs). Only "[gpu]":
+# test_app's other "[device]" cases are CPU runs, minutes of them.
+if [ -x build-gpu/pulse ] && $gpu && [ "$(left)" -ge 170 ]; then
+  if step build_device_tests 140 cmake --build build-gpu -j"$(nproc)" --target test_rl test_app \
+    "${keep_going[@]}"; then
+    step device_tests 90 bash -c 'build-gpu/test_rl "[gpu]"; a=$?; build-gpu/test_app "[gpu]"; b=$?; exit $((a | b))'
+  else
+    skip device_tests "test_rl / test_app did not build in time"
+  fi
+else
+  skip device_tests "no built pulse, no GPU, or less than 170 s of the time budget left"
+fi
+
+# ---- grpo05_lr3e-6: the 0.5B steps at the other RL learning rate ------------------------------------------
+if ! $grpo05_ran; then
+  skip grpo05_lr3e-6 "no grpo05 run"
+elif [ "$(left)" -ge 150 ]; then
+  step grpo05_lr3e-6 140 "$grpo_pulse" run "${grpo05_args[@]}" --set rl.steps=3 --set optimizer.lr=3e-6 \
+    --set run.dir="$work/grpo05_lr3e-6_run"
+else
+  skip grpo05_lr3e-6 "less than 150 s of the time budget left"
+fi
+
+# ---- grpo: a few GRPO steps of the embedded default on the GPU (run.device = cuda), when time is left ------
+# The policy, SFT, GRPO, the FP32 masters and both worker threads' models on cuda:0; PULSESync between them
+# through host memory as on the CPU. A LibTorch without CUDA fails at once naming run.device and the reason.
 # model.dtype = bfloat16: the workers' parameters are BF16, so their syncs can patch them on the GPU
 # (app/worker/device_weights.h); the default's float32 parameters are always copied whole.
 grpo_args=(configs/default.toml --quiet --log-json --set sft.steps=60 --set sft.warmup_steps=5
   --set rl.steps=4 --set eval.before=false --set eval.after=false --set run.checkpoint_every=0
   --set model.dtype=bfloat16)
-if [ -x "$grpo_pulse" ] && { $gpu || [ "$grpo_device" != cuda ]; }; then
+if [ -x "$grpo_pulse" ] && { $gpu || [ "$grpo_device" != cuda ]; } && [ "$(left)" -ge 100 ]; then
   step grpo 150 "$grpo_pulse" run "${grpo_args[@]}" --set run.device="$grpo_device" --set run.dir="$work/grpo_run"
-  ck="$work/grpo_run/checkpoints"
-  if [ -f "$ck/LATEST" ]; then
-    last=$(printf 'step-%06d' "$(cat "$ck/LATEST")")
-    step grpo_verify 60 bash -c "set -e
-      '$grpo_pulse' sync diff '$ck/step-000000/model' '$ck/$last/model' -o '$work/grpo.patch'
-      '$grpo_pulse' sync apply '$ck/step-000000/model' '$work/grpo.patch' -o '$work/grpo_applied.safetensors'
-      '$grpo_pulse' sync verify '$work/grpo_applied.safetensors' '$work/grpo.patch'
-      '$grpo_pulse' sync verify '$ck/$last/model' '$work/grpo.patch'"
-  else
-    skip grpo_verify "the grpo run wrote no checkpoint"
-  fi
+  verify_run grpo_verify "$work/grpo_run"
   grpo_ran=true
+elif [ -x "$grpo_pulse" ] && { $gpu || [ "$grpo_device" != cuda ]; }; then
+  skip grpo "less than 100 s of the time budget left"
+  skip grpo_verify "no grpo run"
+  grpo_ran=false
 elif [ -x "$grpo_pulse" ]; then
   skip grpo "no GPU: $gpu_reason"
   skip grpo_verify "no GPU run"
@@ -277,19 +398,6 @@ else
   skip grpo "$grpo_pulse was not built"
   skip grpo_verify "no GPU run"
   grpo_ran=false
-fi
-
-# ---- device_tests: the GPU tests of test_rl and test_app, when the budget allows -----------------------
-# (before grpo_cpu: bit-for-bit GPU checks matter more than the CPU step time). Only the "[gpu]" cases:
-# test_app's other "[device]" cases are CPU runs, minutes of them.
-if [ -x build-gpu/pulse ] && $gpu && [ "$(left)" -ge 170 ]; then
-  if step build_device_tests 140 cmake --build build-gpu -j"$(nproc)" --target test_rl test_app; then
-    step device_tests 90 bash -c 'build-gpu/test_rl "[gpu]"; a=$?; build-gpu/test_app "[gpu]"; b=$?; exit $((a | b))'
-  else
-    skip device_tests "test_rl / test_app did not build in time"
-  fi
-else
-  skip device_tests "no built pulse, no GPU, or less than 170 s of the time budget left"
 fi
 
 # ---- grpo_cpu: the same GRPO run on the CPU, for the step-time comparison --------------------------------
@@ -301,112 +409,5 @@ else
   skip grpo_cpu "less than 90 s of the time budget left"
 fi
 
-# ---- one JSON file ---------------------------------------------------------------------------------------
-python3 - "$work" "$result" "$gpu" "$gpu_reason" "$start" <<'PY'
-import json, os, sys, time
-work, result, gpu, gpu_reason, start = sys.argv[1], sys.argv[2], sys.argv[3] == "true", sys.argv[4], int(sys.argv[5])
-def text(name, limit=6000):
-    p = os.path.join(work, name)
-    if not os.path.exists(p):
-        return None
-    with open(p, errors="replace") as f:
-        t = f.read()
-    return t[-limit:]
-def last_json(name):
-    t = text(name, 10**7) or ""
-    for line in reversed(t.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                pass
-    return None
-steps = {}
-for f in sorted(os.listdir(work)):
-    if f.endswith(".step"):
-        name = f[:-5]
-        rc, secs, how = (open(os.path.join(work, f)).read().split() + ["", "", ""])[:3]
-        steps[name] = {"rc": int(rc), "seconds": int(secs), "status": how, "log_tail": text(name + ".log", 3000)}
-        # A GPU test without a usable device WARNs "skipped: ..." and passes: on a GPU machine every such
-        # line is a test that did not run (e.g. a CUDA runtime the driver refuses).
-        skips = [l.strip() for l in (text(name + ".log", 10**8) or "").splitlines() if "skipped: no" in l]
-        if skips:
-            steps[name]["gpu_test_skips"] = len(skips)
-            steps[name]["first_skip"] = skips[0][:300]
-out = {
-    "script": "bench/gpu_check.sh", "started_unix": start, "seconds": int(time.time()) - start,
-    "gpu": gpu, "gpu_reason": gpu_reason or None, "gpu_info": (text("gpu.txt") or "").strip() or None,
-    "tools": text("tools.txt"), "torch": last_json("torch.json"), "prebuilt_info": text("prebuilt_info.txt"),
-    "steps": steps,
-    "gpu_tests_skipped_on_gpu": gpu and any(v.get("gpu_test_skips") for v in steps.values()),
-    "prebuilt_bench": last_json("prebuilt_bench.log"), "bench_kernels": last_json("bench.log"),
-}
-# GRPO runs (steps grpo, grpo_cpu): per-step numbers from metrics.jsonl, the summary, the SFT time.
-def grpo_run(name):
-    d = os.path.join(work, name)
-    rows = []
-    if os.path.exists(os.path.join(d, "metrics.jsonl")):
-        with open(os.path.join(d, "metrics.jsonl")) as f:
-            rows = [json.loads(l) for l in f if l.strip()]
-    if not rows:
-        return None
-    def load(fname):
-        p = os.path.join(d, fname)
-        return json.load(open(p)) if os.path.exists(p) else {}
-    summ, state = load("summary.json"), load("run_state.json")
-    cfg = open(os.path.join(d, "config.toml")).read() if os.path.exists(os.path.join(d, "config.toml")) else ""
-    dev = [l.split("=", 1)[1].split("#")[0].strip().strip('"') for l in cfg.splitlines() if l.startswith("device =")]
-    col = lambda k: [r.get(k) for r in rows]
-    st = sorted(r["step_ms"] for r in rows)
-    return {"run_device": dev[0] if dev else None, "steps": len(rows), "step_ms": col("step_ms"),
-            "median_step_ms": st[len(st) // 2], "train_ms": col("train_ms"), "generate_ms": col("generate_ms"),
-            "encode_ms": col("encode_ms"), "apply_ms": col("apply_ms"),
-            "load_ms": col("load_ms"), "tokens_per_s": col("tokens_per_s"),
-            "bit_identical": col("bit_identical"), "worker_versions": col("worker_versions"),
-            "device_patch_loads": col("device_patch_loads"), "full_copy_loads": col("full_copy_loads"),
-            "patch_bytes": col("patch_bytes"), "changed_fraction": col("changed_fraction"),
-            "reward_mean": col("reward_mean"), "bit_identical_every_step": summ.get("bit_identical_every_step"),
-            "wall_seconds": summ.get("wall_seconds"), "sft_seconds": state.get("sft_seconds"),
-            "sft_last_loss": state.get("sft_last_loss")}
-out["grpo"] = grpo_run("grpo_run")
-out["grpo_cpu"] = grpo_run("grpo_cpu_run")
-gv = steps.get("grpo_verify", {})
-out["grpo_summary"] = {
-    "ran": out["grpo"] is not None,
-    "run_device": (out["grpo"] or {}).get("run_device"),
-    "bit_identical_every_step": (out["grpo"] or {}).get("bit_identical_every_step"),
-    "root_hash_verify_ok": gv.get("status") == "ran" and gv.get("rc") == 0,
-    "median_step_ms": (out["grpo"] or {}).get("median_step_ms"),
-    "worker_syncs_device_patch": sum(x or 0 for x in (out["grpo"] or {}).get("device_patch_loads", [])),
-    "worker_syncs_full_copy": sum(x or 0 for x in (out["grpo"] or {}).get("full_copy_loads", [])),
-    "median_step_ms_cpu": (out["grpo_cpu"] or {}).get("median_step_ms"),
-    "reason": None if out["grpo"] else (steps.get("grpo", {}).get("log_tail") or "not run"),
-}
-# The issue's targets, from whichever kernels bench ran: diff+compact and apply >= 70% of the same-run
-# device-to-device copy, every output equal to its CPU reference.
-bench = out["bench_kernels"] or out["prebuilt_bench"]
-g = (bench or {}).get("gpu", {})
-if g.get("available"):
-    ks = g.get("kernels", [])
-    out["summary"] = {
-        "device": g.get("device"), "d2d_copy_gbps": g.get("d2d_copy_gbps"),
-        "all_match_cpu": all(k.get("matches_cpu") for k in ks),
-        "ratios_to_copy": {f'{k["name"]} @ {k["changed_pct"]:.2f}%': round(k["ratio_to_copy"], 3) for k in ks},
-        "diff_compact_ge_0.7": all(k["ratio_to_copy"] >= 0.7 for k in ks if k["name"].startswith(("cast_diff", "diff_"))),
-        # apply: bytes it moves vs the copy, and (the CPU decode metric) copy of the tensor vs apply
-        "apply_tensor_ratios": {f'{k["name"]} @ {k["changed_pct"]:.2f}%': round(k.get("tensor_ratio_to_copy", 0), 3)
-                                for k in ks if k["name"].startswith("apply")},
-        "apply_ge_0.7": all(max(k["ratio_to_copy"], k.get("tensor_ratio_to_copy", 0)) >= 0.7
-                            for k in ks if k["name"].startswith("apply")),
-    }
-else:
-    out["summary"] = {"gpu_measured": False, "reason": gpu_reason or g.get("reason") or "no kernels bench ran"}
-tmp = result + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(out, f, indent=1)
-    f.flush()
-    os.fsync(f.fileno())
-os.replace(tmp, result)
-print(f"gpu_check: wrote {result} ({out['seconds']} s; gpu: {gpu})")
-PY
+# ---- one JSON file (summary block first) and one tar of everything ---------------------------------------
+python3 bench/gpu_check_summary.py "$work" "$result" "$gpu" "$gpu_reason" "$start"

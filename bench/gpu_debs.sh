@@ -4,6 +4,7 @@
 #   *.deb        the Debian -dev packages pulse's build needs beyond a compiler, CMake and python3's torch
 #                (headers, pkg-config files, CMake configs), plus the runtime libraries of the shared ones,
 #                fetched with `apt-get download` (no install here);
+#   qwen2-tokenizer/  ../shared/models/qwen2-tokenizer, for configs/gpu-0.5b.toml;
 #   prebuilt/    the torch-free GPU binaries built here with nvcc (test_kernels_cuda, kernels_report, CUDA
 #                runtime linked statically) and the one shared library they need, so that the GPU kernels
 #                can be checked even where the machine has no nvcc or the torch build fails.
@@ -14,8 +15,10 @@ out=bench/gpu-debs
 build=${1:-build-cuda}
 mkdir -p "$out/prebuilt"
 
-# Runtime packages of the -dev ones (libzstd1, libssl3, ...) too: gpu_check.sh extracts only those whose
-# package is not installed there, so that no -dev symlink (libzstd.so -> libzstd.so.1.5.4) dangles.
+# Runtime packages of the -dev ones (libzstd1, libssl3, libfmt9, ...) too: gpu_check.sh extracts EVERY
+# carried package into its prefix, installed there or not (a same-named package on the GPU machine may be
+# another version: catch2 v3, spdlog, fmt 12), so each -dev symlink (libzstd.so -> libzstd.so.1.5.4) and
+# CMake config (fmt-targets.cmake names libfmt.so.9.1.0) finds its own runtime file.
 # pkgconf: CMake's FindPkgConfig needs a pkg-config. sentencepiece: the spm_train tool that trains the
 # embedded default's tokenizer (model/tokenizer.cpp), not part of a CUDA/PyTorch image.
 packages=(
@@ -34,6 +37,10 @@ fi
 flock /tmp/pulse-build.lock cmake --build "$build" -j2 --target test_kernels_cuda kernels_report
 cp "$build/test_kernels_cuda" "$build/kernels_report" "$out/prebuilt/"
 cp -L /lib/x86_64-linux-gnu/libxxhash.so.0 "$out/prebuilt/"
+# The real Qwen2 tokenizer of configs/gpu-0.5b.toml (4.4 MB): the GPU machine gets the working tree, not
+# ../shared beside it.
+rm -rf "$out/qwen2-tokenizer"
+cp -r ../shared/models/qwen2-tokenizer "$out/qwen2-tokenizer"
 # What the binaries were built from: gpu_check.sh puts it into its JSON and warns when it is not HEAD.
 {
   echo "commit $(git rev-parse HEAD)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compiles (syntax only) every LibTorch-using source of build/ against another LibTorch's headers.
 
-    scripts/check-torch-headers.py [--no-pch] INCLUDE_DIR [SOURCE_SUBSTRING ...]
+    scripts/check-torch-headers.py [--no-pch] [--cxxflag=FLAG ...] [-jN] INCLUDE_DIR [SOURCE_SUBSTRING ...]
 
 INCLUDE_DIR is a LibTorch 2.x `include/` folder (pip torch's `torch/include`, or an extracted wheel); the
 `build/` folder beside this script's folder supplies the compile commands (build/compile_commands.json,
@@ -10,7 +10,9 @@ torch-using source is compiled with -fsyntax-only and the build's flags, the Deb
 swapped for INCLUDE_DIR (and INCLUDE_DIR/torch/csrc/api/include) and <torch/torch.h> force-included as
 the build's precompiled header does. --no-pch leaves that out (finds sources that compile only thanks to
 the PCH). A source that pulls a header of the Debian LibTorch (/usr/include/{ATen,c10,torch,caffe2})
-instead is reported as a leak. Exit status 1 when any source fails.
+instead is reported as a leak. --cxxflag=FLAG adds FLAG to every compile (e.g. -DUSE_C10D_NCCL, which a
+CUDA LibTorch's targets define; scripts/check-libtorch2.sh passes it); -jN runs N compiles at once (default:
+the CPU count). Exit status 1 when any source fails.
 
 Why: a GPU machine builds against pip LibTorch 2.x, which this machine cannot install; this finds API
 breaks before a GPU session spends its time on them. NCCL sources need a CUDA (not ROCm) header set.
@@ -30,8 +32,16 @@ def main():
     if any(a in ('-h', '--help') for a in sys.argv[1:]):
         print(__doc__)
         return 0
-    args = [a for a in sys.argv[1:] if a != '--no-pch']
-    pch = '--no-pch' not in sys.argv[1:]
+    options = [a for a in sys.argv[1:] if a.startswith('-')]
+    args = [a for a in sys.argv[1:] if not a.startswith('-')]
+    pch = '--no-pch' not in options
+    cxxflags = [a[len('--cxxflag='):] for a in options if a.startswith('--cxxflag=')]
+    jobs_at_once = next((int(a[2:]) for a in options if re.fullmatch(r'-j[0-9]+', a)), os.cpu_count() or 1)
+    unknown = [a for a in options if a != '--no-pch' and not a.startswith('--cxxflag=')
+               and not re.fullmatch(r'-j[0-9]+', a)]
+    if unknown:
+        print(f'check-torch-headers: unknown option {unknown[0]}', file=sys.stderr)
+        return 2
     if not args:
         print(__doc__, file=sys.stderr)
         return 2
@@ -51,6 +61,7 @@ def main():
     extra = ['-isystem', include, '-isystem', include + '/torch/csrc/api/include']
     if os.path.isdir('/usr/local/cuda/include'):
         extra += ['-isystem', '/usr/local/cuda/include']
+    extra += cxxflags
     if pch:
         extra += ['-include', 'torch/torch.h']
     jobs = []
@@ -83,7 +94,7 @@ def main():
         return source, r.returncode, errors, leaks
 
     failed = 0
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max(1, jobs_at_once)) as pool:
         for source, rc, errors, leaks in pool.map(run, jobs):
             ok = rc == 0 and not leaks
             failed += not ok

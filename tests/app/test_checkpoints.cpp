@@ -1,6 +1,8 @@
 // app/run/checkpoints.h: a checkpoint folder appears whole. A killed save leaves only a staging folder, which
 // is never taken for a checkpoint and is swept by the next save; saving a step again replaces its folder
 // as a whole (no files of the earlier save stay behind); pruning keeps the newest two.
+#include "tests/torch_catch.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -14,10 +16,6 @@
 #include "sync/io/safetensors.h"
 #include "tests/app/run_test_util.h"
 #include "tests/rl/rl_test_util.h"
-
-// After LibTorch's headers: glog (through c10/util/Logging.h) defines a one-argument CHECK, which would
-// replace Catch's in a build without the precompiled header (-DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON).
-#include <catch2/catch.hpp>
 
 namespace fs = std::filesystem;
 using namespace pulse;

@@ -2,7 +2,7 @@
 // tokenizer (../shared/models/llama2-tokenizer): the EOS that stopped it is in "ids" and "finish" is
 // "stop", and the text holds no "</s>" (special tokens are ids, not text; it printed "...</s>").
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 // Config: defaults round-trip, unknown keys and bad values are errors naming the key and file, --set.
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include "app/config.h"
 #include "app/setup.h"

@@ -3,7 +3,7 @@
 // "auto" resolves to the CPU there; the workers get the setting; a run with run.device = "cpu" set
 // explicitly is byte-identical to the default. The GPU test at the end skips with a message without CUDA.
 #include <torch/cuda.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>

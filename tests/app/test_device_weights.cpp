@@ -6,7 +6,7 @@
 // fallback, and the tiny BF16 run on cuda patching its worker on the device.
 #include <torch/cuda.h>
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <cstring>
 #include <map>

@@ -1,6 +1,6 @@
 // `pulse generate` end to end: the built binary, run as a child process on the stories260k fixture, must
 // print llama2.c's greedy continuation, and bad inputs must fail with messages naming the file or option.
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>

@@ -3,7 +3,7 @@
 // encode of MasterAdam::bf16_views (skipped with a message without CUDA).
 #include <torch/cuda.h>
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include "app/trainer/gpu_patch_encoder.h"
 #include "model/transformer.h"

@@ -2,7 +2,7 @@
 // refused before anything runs, naming both (real files: ../shared/models/stories260k, vocab_size 512, and
 // the Llama 2 SentencePiece tokenizer, 32000 pieces); one that lies in a checkpoint folder is checked
 // against the checkpoint's MANIFEST.json first.
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // safetensors checkpoints: pulse round trip, the reference sample files, and broken inputs.
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <cstring>
 #include <filesystem>

@@ -1,11 +1,12 @@
 // HF config.json parsing for the Llama, Qwen2 and Mistral families.
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <filesystem>
 
 #include "model/chat_template.h"
 #include "model/config.h"
 #include "model/default_config.h"
+#include "model/param_count.h"
 #include "model/transformer.h"
 #include "sync/io/atomic_file.h"
 #include "tests/test_paths.h"
@@ -90,6 +91,50 @@ TEST_CASE("embedded default model equals configs/tiny-llama.json", "[model][conf
   pulse::model::Transformer m(c, torch::kFloat32);
   CHECK(m->num_parameters() > 2'000'000);
   CHECK(m->num_parameters() < 10'000'000);
+}
+
+TEST_CASE("model::parameter_count counts what the Transformer builds", "[model][config]") {
+  // Llama (tied, GQA), Qwen2 (q/k/v bias), untied lm_head: the count without building equals the built one.
+  for (const char* text : {
+           R"({"model_type": "llama", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 96,
+               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "tie_word_embeddings": true})",
+           R"({"model_type": "qwen2", "vocab_size": 301, "hidden_size": 48, "intermediate_size": 80,
+               "num_hidden_layers": 3, "num_attention_heads": 6, "num_key_value_heads": 2,
+               "tie_word_embeddings": true})",
+           R"({"model_type": "qwen2", "vocab_size": 257, "hidden_size": 64, "intermediate_size": 72,
+               "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 32,
+               "tie_word_embeddings": false})"}) {
+    const auto c = parse(text);
+    pulse::model::Transformer m(c, torch::kFloat32);
+    INFO(text);
+    CHECK(pulse::model::parameter_count(c) == m->num_parameters());
+  }
+}
+
+TEST_CASE("configs/qwen2.5-*.json have the Qwen2.5 shapes and parameter counts", "[model][config]") {
+  // The published sizes: 0.5B 494,032,768 and 1.5B 1,543,714,304 (tied), 7B 7,615,616,512 (untied).
+  const auto half = ModelConfig::from_hf_json(pulse::test::source_path("configs/qwen2.5-0.5b.json"));
+  CHECK(half.model_type == "qwen2");
+  CHECK(half.vocab_size == 151936);
+  CHECK(half.hidden_size == 896);
+  CHECK(half.num_hidden_layers == 24);
+  CHECK(half.num_attention_heads == 14);
+  CHECK(half.num_key_value_heads == 2);
+  CHECK(half.intermediate_size == 4864);
+  CHECK(half.head_dim == 64);
+  CHECK(half.rope_theta == 1e6);
+  CHECK(half.tie_word_embeddings);
+  CHECK(half.attention_bias);
+  CHECK(pulse::model::parameter_count(half) == 494'032'768);
+  CHECK(pulse::model::parameter_count(ModelConfig::from_hf_json(
+            pulse::test::source_path("configs/qwen2.5-1.5b.json"))) == 1'543'714'304);
+  const auto seven = ModelConfig::from_hf_json(pulse::test::source_path("configs/qwen2.5-7b.json"));
+  CHECK(seven.vocab_size == 152064);
+  CHECK(seven.hidden_size == 3584);
+  CHECK(seven.num_key_value_heads == 4);
+  CHECK_FALSE(seven.tie_word_embeddings);
+  CHECK(pulse::model::parameter_count(seven) == 7'615'616'512);
 }
 
 TEST_CASE("prompt templates render placeholders and presets", "[model][template]") {

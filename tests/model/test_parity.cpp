@@ -20,7 +20,7 @@
 //     relative weight error. BF16 greedy decoding from BOS follows llama2.c for 9 tokens, then diverges
 //     (not asserted).
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <cmath>
 #include <vector>

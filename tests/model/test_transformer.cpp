@@ -1,6 +1,6 @@
 // Transformer: HF parameter names, KV-cache decoding == full forward, left padding, batched generation.
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include "model/generate.h"
 #include "model/sampling.h"

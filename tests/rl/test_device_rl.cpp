@@ -5,7 +5,7 @@
 // test_optimizer.cpp.
 #include <torch/cuda.h>
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <unistd.h>
 #include <cmath>

@@ -3,7 +3,7 @@
 // with the outer state on a CUDA device against the same rounds on the CPU (skipped without CUDA).
 #include <torch/cuda.h>
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <cstring>
 #include <filesystem>

@@ -1,5 +1,5 @@
 // GRPO advantages and clipped loss against hand-computed values; a toy GRPO run raises the reward.
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <cmath>
 

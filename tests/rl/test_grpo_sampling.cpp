@@ -1,6 +1,6 @@
 // GRPO scores rollouts under exactly the sampler's distribution (temperature, top-k, top-p), and the k3 KL
 // penalty against a frozen reference policy (value 0 at step 0, gradient = finite differences).
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <algorithm>
 #include <cmath>

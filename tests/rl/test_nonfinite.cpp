@@ -1,7 +1,7 @@
 // Nothing non-finite reaches the weights (issue 11): MasterAdam refuses an update that would make a master
 // or a moment NaN/Inf and leaves its state bit for bit as it was; GRPO reports the refusal; a checkpoint
 // (HF safetensors or MasterAdam state) holding NaN/Inf is refused at load, naming tensor and element.
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <unistd.h>
 

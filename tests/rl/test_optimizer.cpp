@@ -2,7 +2,7 @@
 // LibTorch before Catch2: c10/glog define a CHECK macro that Catch2's must replace (as with the PCH).
 #include <torch/torch.h>
 
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <unistd.h>
 

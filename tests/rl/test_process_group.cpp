@@ -3,7 +3,7 @@
 // "[.pg_peer]" (no fork of a process that has LibTorch's thread pools). Every wait is bounded; peers are
 // reaped (SIGKILLed past their deadline) and their log folder removed.
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <fcntl.h>
 #include <signal.h>

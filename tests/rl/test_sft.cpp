@@ -1,5 +1,5 @@
 // SFT warm start, rollout collection and evaluation on synthetic arithmetic with a tiny model.
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include "datasets/synthetic.h"
 #include "model/chat_template.h"
