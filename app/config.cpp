@@ -189,6 +189,16 @@ void data_fields(FieldTable& t, Config& c) {
             bad = "must be 0 unless data.task = mbpp (got " + std::to_string(c.data.mbpp_shots) + ")";
           return bad;
         });
+  t.add("data", "max_question_chars", &c.data.limits.max_question_chars,
+        "a problem whose question (MATH problem, GSM8K question, MBPP text) has more characters is refused "
+        "at load, naming file, line and field",
+        int_range(&c.data.limits.max_question_chars, 1, kMaxI));
+  t.add("data", "max_answer_chars", &c.data.limits.max_answer_chars,
+        "the same for the reference response (MATH solution/answer, GSM8K answer, MBPP code and tests)",
+        int_range(&c.data.limits.max_answer_chars, 1, kMaxI));
+  t.add("data", "max_prompt_tokens", &c.data.max_prompt_tokens,
+        "a problem whose templated prompt has more tokens is refused before the model is built",
+        int_range(&c.data.max_prompt_tokens, 1, 1 << 24));
 }
 
 void sft_fields(FieldTable& t, Config& c) {
@@ -379,6 +389,11 @@ void run_fields(FieldTable& t, Config& c) {
           const std::string why = cuda_unavailable_reason();
           return why.empty() ? "" : "= \"cuda\" cannot be used: " + why;
         });
+  t.add(
+      "run", "max_memory_gb", &c.run.max_memory_gb,
+      "refuse a run whose estimated memory (weights, optimizer, activations, KV caches; app/memory_check.h) "
+      "exceeds this many GB (1e9 bytes); 0 = only the machine's available memory",
+      real_range(&c.run.max_memory_gb, 0.0, 1e9));
 }
 
 void multi_fields(FieldTable& t, Config& c) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "datasets/loaders.h"
 #include "rl/eval.h"
 #include "rl/grpo_config.h"
 #include "rl/optimizer_config.h"
@@ -52,6 +53,8 @@ struct DataSection {
   int64_t seed = 7;                     ///< problem generation and split seed
   std::string eval_split = "all";       ///< mbpp: the held-out file's standard split (datasets/mbpp_split.h)
   int64_t mbpp_shots = 0;               ///< mbpp: few-shot exemplars per prompt (datasets/mbpp_fewshot.h)
+  datasets::TextLimits limits;          ///< data.max_question_chars, max_answer_chars (refused at load)
+  int64_t max_prompt_tokens = 4096;     ///< a problem whose templated prompt is longer is refused at setup
 };
 
 /// SFT warm start: the loop (rl/sft.h) and its own optimizer (AdamW, cosine to min_lr_ratio after warmup).
@@ -110,6 +113,8 @@ struct RunSection {
   int64_t checkpoint_every = 10;  ///< GRPO steps between checkpoints (0 = only at the end)
   int64_t threads = 1;            ///< LibTorch intra-op threads per role (0 = all cores)
   std::string device = "cpu";     ///< cpu | cuda | auto: where model and RL run (app/device.h)
+  double max_memory_gb = 0;       ///< refuse a run estimated to need more (GB = 1e9 bytes); 0 = no cap
+                                  ///< beyond the machine's (app/memory_check.h)
 };
 
 /// The whole configuration. Plain data; load_config() fills and validates it.

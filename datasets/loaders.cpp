@@ -89,6 +89,28 @@ std::string optional_string(const json& rec, const char* field) {
   return it->get<std::string>();
 }
 
+/// Characters (UTF-8 code points: every byte that is not a continuation byte) of `s`.
+int64_t utf8_chars(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+/// Throws "field \"F\" has N characters, more than SETTING = M" when `text` is over `limit`.
+void check_chars(const std::string& text, const char* field, int64_t limit, const char* setting) {
+  if (static_cast<int64_t>(text.size()) <= limit) return;  // bytes >= characters
+  const int64_t n = utf8_chars(text);
+  if (n > limit)
+    throw std::runtime_error(std::string("field \"") + field + "\" has " + std::to_string(n) +
+                             " characters, more than " + setting + " = " + std::to_string(limit));
+}
+void check_question(const std::string& text, const char* field, const TextLimits& limits) {
+  check_chars(text, field, limits.max_question_chars, "data.max_question_chars");
+}
+void check_answer(const std::string& text, const char* field, const TextLimits& limits) {
+  check_chars(text, field, limits.max_answer_chars, "data.max_answer_chars");
+}
+
 int parse_level(const json& rec) {
   auto it = rec.find("level");
   if (it == rec.end() || it->is_null()) return 0;
@@ -145,14 +167,18 @@ std::string LoadReport::summary() const {
          " records are data errors (skipped, no usable reference answer); first: " + examples.front();
 }
 
-std::vector<Problem> load_math_jsonl(const std::string& path, LoadReport* report) {
+std::vector<Problem> load_math_jsonl(const std::string& path, LoadReport* report, const TextLimits& limits) {
   std::string file = base_name(path);
   return load_with_report(path, report, [&](const json& rec, size_t line) {
     Problem p;
     p.kind = TaskKind::Math;
     p.question = required_string(rec, "problem");
+    check_question(p.question, "problem", limits);
     p.solution = required_string(rec, "solution");
-    p.answer = math_gold(optional_string(rec, "answer"), p.solution);
+    check_answer(p.solution, "solution", limits);
+    const std::string answer = optional_string(rec, "answer");
+    check_answer(answer, "answer", limits);
+    p.answer = math_gold(answer, p.solution);
     p.subject = optional_string(rec, "subject");
     if (p.subject.empty()) p.subject = optional_string(rec, "type");
     p.level = parse_level(rec);
@@ -162,13 +188,15 @@ std::vector<Problem> load_math_jsonl(const std::string& path, LoadReport* report
   });
 }
 
-std::vector<Problem> load_mbpp_jsonl(const std::string& path) {
+std::vector<Problem> load_mbpp_jsonl(const std::string& path, const TextLimits& limits) {
   std::vector<Problem> out;
   for_each_record(path, [&](const json& rec, size_t) {
     Problem p;
     p.kind = TaskKind::Code;
     std::string text = required_string(rec, "text");
+    check_question(text, "text", limits);
     p.solution = required_string(rec, "code");
+    check_answer(p.solution, "code", limits);
     auto tl = rec.find("test_list");
     if (tl == rec.end() || !tl->is_array() || tl->empty())
       throw std::runtime_error("field \"test_list\" must be a non-empty array of assert strings");
@@ -176,7 +204,11 @@ std::vector<Problem> load_mbpp_jsonl(const std::string& path) {
       if (!t.is_string()) throw std::runtime_error("field \"test_list\" holds a non-string");
       p.tests.push_back(t.get<std::string>());
     }
+    std::string all_tests;
+    for (const auto& t : p.tests) all_tests += t;
+    check_answer(all_tests, "test_list", limits);
     p.test_setup_code = optional_string(rec, "test_setup_code");
+    check_answer(p.test_setup_code, "test_setup_code", limits);
     auto id = rec.find("task_id");
     if (id == rec.end() || !id->is_number_integer())
       throw std::runtime_error("field \"task_id\" must be an integer");
@@ -187,14 +219,16 @@ std::vector<Problem> load_mbpp_jsonl(const std::string& path) {
   return out;
 }
 
-std::vector<Problem> load_gsm8k_jsonl(const std::string& path, LoadReport* report) {
+std::vector<Problem> load_gsm8k_jsonl(const std::string& path, LoadReport* report, const TextLimits& limits) {
   std::string file = base_name(path);
   static const std::regex calc(R"(<<[^>]*>>)");
   return load_with_report(path, report, [&](const json& rec, size_t line) {
     Problem p;
     p.kind = TaskKind::Math;
     p.question = required_string(rec, "question");
+    check_question(p.question, "question", limits);
     std::string answer = required_string(rec, "answer");
+    check_answer(answer, "answer", limits);
     size_t mark = answer.rfind("####");
     if (mark == std::string::npos) throw DataError("field \"answer\" has no \"#### <number>\" line");
     p.answer = strip_commas(trim(answer.substr(mark + 4)));

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "app/run/checkpoints.h"
 #include "app/cli_checks.h"
 #include "app/cmd/commands.h"
+#include "app/run/checkpoints.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/generate.h"
@@ -125,6 +125,7 @@ void run_generate(const GenerateOptions& o) {
   const auto cfg = model::ModelConfig::from_hf_json(o.model_dir);
   const auto tok = find_tokenizer(o);
   const auto ids = prompt_ids(o, tok.get(), cfg);
+  if (tok != nullptr) sp.vocab_limit = tok->vocab_size();  // a padded vocabulary's extra rows: never sampled
   if (!o.ignore_eos && cfg.eos_token_id >= 0)
     sp.stop_token_ids.push_back(static_cast<int32_t>(cfg.eos_token_id));
   if (!o.ignore_eos && tok != nullptr && tok->eos_id() >= 0 && tok->eos_id() != cfg.eos_token_id)
