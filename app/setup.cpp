@@ -150,7 +150,7 @@ void check_prompt_tokens(const Config& config, const ProblemSets& sets, const mo
       throw std::runtime_error(
           (file.empty() ? "data.task " + d.task
                         : std::string(from_eval_path ? "data.eval_path '" : "data.path '") + file + "'") +
-          ": problem '" + p.id + "': its prompt (field question, chat template '" +
+          ": problem '" + p.id + "': its prompt (the question in chat template '" +
           config.tokenizer.chat_template + "') is " + std::to_string(n) +
           " tokens, more than data.max_prompt_tokens = " + std::to_string(limit));
     }
@@ -205,6 +205,9 @@ model::ModelConfig model_config_for(const Config& config, const model::Tokenizer
   mc.vocab_size = tok.vocab_size();
   if (tok.bos_id() >= 0) mc.bos_token_id = tok.bos_id();
   if (tok.eos_id() >= 0) mc.eos_token_id = tok.eos_id();
+  // model.config's own ids may lie past a smaller tokenizer: none rather than an id without a row.
+  if (mc.bos_token_id >= mc.vocab_size) mc.bos_token_id = -1;
+  if (mc.eos_token_id >= mc.vocab_size) mc.eos_token_id = -1;
   return mc;
 }
 

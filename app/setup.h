@@ -39,7 +39,7 @@ struct ProblemSets {
 /// data.eval_path as the held-out set). Throws std::runtime_error naming the file or key.
 ProblemSets load_problems(const Config& config);
 
-/// Throws std::runtime_error "data.path 'FILE': problem 'ID': its prompt ... is N tokens, more than
+/// Throws std::runtime_error "data.path 'FILE': problem 'ID': its prompt (...) is N tokens, more than
 /// data.max_prompt_tokens = M" for the first train or held-out problem whose templated prompt
 /// (rl::encode_prompt) is longer than data.max_prompt_tokens. Encodes only questions that could be too
 /// long (more bytes than the limit allows for); cost: one encode of each such question.

@@ -34,7 +34,7 @@ std::string json_kind(const json& v) {
     case json::value_t::object:
       return "an object";
     case json::value_t::number_float:
-      return "a non-integer number";
+      return "a floating-point number";
     default:
       return "a number";
   }

@@ -156,7 +156,7 @@ TEST_CASE("model config type errors name file and field, not only nlohmann's typ
       {R"("hidden_act": 3)", "field \"hidden_act\" must be a string, got a number"},
       {R"("model_type": ["llama"])", "field \"model_type\" must be a string, got an array"},
       {R"("torch_dtype": false)", "field \"torch_dtype\" must be a string, got a boolean"},
-      {R"("hidden_size": 32.0)", "field \"hidden_size\" must be an integer, got a non-integer number"},
+      {R"("hidden_size": 32.0)", "field \"hidden_size\" must be an integer, got a floating-point number"},
       {R"("num_hidden_layers": "2")", "field \"num_hidden_layers\" must be an integer, got a string"},
       {R"("rms_norm_eps": "1e-5")", "field \"rms_norm_eps\" must be a number, got a string"},
       {R"("rope_theta": null, "rope_scaling": "llama3")", "field \"rope_scaling\" must be an object or null"},

@@ -188,3 +188,19 @@ TEST_CASE("every id of a loaded SentencePiece model decodes", "[model][tokenizer
   CHECK(all.size() > 32000);
   CHECK_THROWS_AS(tok->decode({static_cast<int32_t>(tok->vocab_size())}), std::out_of_range);
 }
+
+TEST_CASE("byte-level BPE ids outside 0..2^22-1 are refused at load naming file and entry",
+          "[model][tokenizer]") {
+  // A negative id indexed the id table before its start; 2^31-1 sized it to 2^31 strings.
+  BadModels m;
+  const std::string merges = m.write("merges.txt", "#version: 0.2\na b\n");
+  for (const std::string& id : {std::string("-5"), std::string("2147483647"), std::string("4194304")}) {
+    INFO(id);
+    const std::string vocab = m.write("vocab.json", R"({"a": 0, "b": 1, "ab": )" + id + "}");
+    CHECK_THAT(m.load_error(vocab),
+               Catch::StartsWith(vocab + ": \"ab\" = " + id + " is outside 0..4194303"));
+  }
+  const std::string vocab = m.write("vocab.json", R"({"a": 0, "b": 1, "ab": 2})");
+  CHECK(load_tokenizer(vocab)->vocab_size() == 3);
+  (void)merges;
+}
