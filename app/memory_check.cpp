@@ -20,15 +20,20 @@ namespace {
 
 std::string gb(double bytes) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
+  if (bytes < 1e12)
+    std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f GB", bytes / 1e9);
   return buf;
 }
 
-/// "3.4 M", "1.05e+15": a parameter count for messages.
+/// "3.4 M", "726 B", "1.16e+13": a parameter count for messages.
 std::string fmt_params(double n) {
   char buf[64];
-  if (n < 1e12)
+  if (n < 1e9)
     std::snprintf(buf, sizeof buf, "%.3g M", n / 1e6);
+  else if (n < 1e12)
+    std::snprintf(buf, sizeof buf, "%.3g B", n / 1e9);
   else
     std::snprintf(buf, sizeof buf, "%.3g", n);
   return buf;

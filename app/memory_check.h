@@ -20,7 +20,7 @@ struct MemoryRole {
 /// Estimated bytes of a run's largest simultaneous use, by part. Errs on the low side, so that a refusal
 /// is justified: prompts are taken as empty (responses at full rl.max_new_tokens), the PULSESync version
 /// store, SFT, allocator overhead, LibTorch's own buffers and the data are left out. For Qwen2.5-Math-1.5B
-/// under configs/qwen2.5-math-grpo.toml it gives ~62 GB, near the README's ~60 GB by hand. Units: bytes
+/// under configs/qwen2.5-math-grpo.toml it gives 56.9 GB, near the README's ~60 GB by hand. Units: bytes
 /// (doubles: absurd shapes overflow int64).
 struct MemoryEstimate {
   double parameters = 0;   ///< model::parameter_count
