@@ -13,7 +13,8 @@ namespace pulse::datasets {
 /// text goes anywhere else: a record over a limit is refused (the load throws "<path>:<line>: field
 /// \"problem\" has N characters, more than data.max_question_chars = M"), never skipped. The members are
 /// the settings data.max_question_chars and data.max_answer_chars (app/config.h); the defaults are well above
-/// the longest record of MATH (problem 4,309, solution 6,767), GSM8K and MBPP.
+/// the longest record of MATH (problem 4,309, solution 6,767), GSM8K and MBPP. A line longer than any record
+/// within the limits could be (and than 64 MiB) is refused by its size without being read whole.
 struct TextLimits {
   int64_t max_question_chars = 16384;  ///< MATH problem, GSM8K question, MBPP text
   int64_t max_answer_chars = 32768;    ///< MATH solution and answer, GSM8K answer, MBPP code and test_list

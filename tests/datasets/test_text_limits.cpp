@@ -64,6 +64,23 @@ TEST_CASE("a 10 MB problem is refused at load naming file, line and field", "[da
         path + ":3: field \"problem\" has 10000000 characters, more than data.max_question_chars = 16384");
 }
 
+TEST_CASE("a line longer than any record within the limits is refused before it is read whole",
+          "[datasets][limits]") {
+  // 65 MiB without a newline (not even JSON): stored only up to the cap, then refused by its size.
+  const std::string path = limits_dir() + "/huge_line.jsonl";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "{\"problem\": \"What is 1+1?\", \"solution\": \"\\\\boxed{2}\"}\n";
+    const std::string chunk(1 << 20, 'x');
+    for (int i = 0; i < 65; ++i) out << chunk;
+  }
+  LoadReport report;
+  CHECK(load_error([&] { load_math_jsonl(path, &report); }) ==
+        path + ":2: record longer than 67108864 bytes, more than data.max_question_chars and "
+               "data.max_answer_chars allow");
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("each text field of MATH, GSM8K and MBPP has its limit, in characters", "[datasets][limits]") {
   TextLimits limits;
   limits.max_question_chars = 20;
