@@ -162,6 +162,13 @@ void read_rope_scaling(const json& rs, ModelConfig& cfg, const std::string& file
 ModelConfig ModelConfig::from_hf_json(const std::string& path) {
   std::string file = path;
   if (std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "config.json").string();
+  // Real config.json files are a few KB: a huge one is refused by its size, not read into memory.
+  constexpr uintmax_t kMaxBytes = 16u << 20;
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(file, ec);
+  if (!ec && size > kMaxBytes)
+    fail(file, "is " + std::to_string(size) + " bytes; a model config.json is at most " +
+                   std::to_string(kMaxBytes) + " bytes");
   return from_hf_json_text(sync::read_file(file), file);
 }
 

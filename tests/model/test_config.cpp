@@ -1,7 +1,10 @@
 // HF config.json parsing for the Llama, Qwen2 and Mistral families.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "model/chat_template.h"
 #include "model/config.h"
@@ -76,6 +79,17 @@ TEST_CASE("unsupported or incomplete configs are rejected naming the field", "[m
   CHECK_THROWS_WITH(parse("{not json"), Catch::Contains("test-config.json"));
   CHECK_THROWS_WITH(ModelConfig::from_hf_json("/nonexistent/pulse/config.json"),
                     Catch::Contains("/nonexistent/pulse"));
+  {
+    // A config.json of 17 MiB is refused by its size before it is read.
+    const auto big = std::filesystem::temp_directory_path() /
+                     ("pulse_test_big_config_" + std::to_string(::getpid()) + ".json");
+    std::ofstream(big) << std::string(17u << 20, ' ');
+    CHECK_THROWS_WITH(
+        ModelConfig::from_hf_json(big.string()),
+        Catch::StartsWith(big.string() +
+                          ": is 17825792 bytes; a model config.json is at most 16777216 bytes"));
+    std::filesystem::remove(big);
+  }
   const auto m = parse(R"({"model_type": "mistral", "sliding_window": 4096, )" + base + "}");
   CHECK(m.sliding_window == 4096);
 }
