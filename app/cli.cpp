@@ -10,6 +10,7 @@
 
 #include "app/cmd/cmd_bench_kernels.h"
 #include "app/cmd/commands.h"
+#include "app/memory_check.h"
 #include "app/cmd/launch.h"
 #include "app/config.h"
 #include "app/job.h"
@@ -134,7 +135,10 @@ void register_tool_commands(CLI::App& app) {
     if (*print_defaults) {
       std::cout << to_toml(Config{});
     } else if (!check_path->empty()) {
-      std::cout << to_toml(load_config(*check_path, *check_sets));
+      const Config checked = load_config(*check_path, *check_sets);
+      // The model the config names is read and sized too (as `pulse run` would, with its worker threads).
+      check_model_inputs(checked, *check_path, MemoryRole{true, checked.run.workers});
+      std::cout << to_toml(checked);
     } else {
       throw CLI::ValidationError("config", "give --print-defaults or --check FILE");
     }

@@ -139,6 +139,13 @@ void data_fields(FieldTable& t, Config& c) {
   t.add("data", "mbpp_shots", &c.data.mbpp_shots,
         "task mbpp: exemplars (MBPP task_ids 2, 3, 4) before each prompt in the paper's few-shot "
         "[BEGIN]/[DONE] format, for base models (use chat_template = plain); 0 = the bare prompt");
+  t.add("data", "max_question_chars", &c.data.limits.max_question_chars,
+        "a problem whose question (MATH problem, GSM8K question, MBPP text) has more characters is refused "
+        "at load, naming file, line and field");
+  t.add("data", "max_answer_chars", &c.data.limits.max_answer_chars,
+        "the same for the reference response (MATH solution/answer, GSM8K answer, MBPP code and tests)");
+  t.add("data", "max_prompt_tokens", &c.data.max_prompt_tokens,
+        "a problem whose templated prompt has more tokens is refused before the model is built");
 }
 
 void sft_fields(FieldTable& t, Config& c) {
@@ -266,6 +273,9 @@ void run_fields(FieldTable& t, Config& c) {
   t.add("run", "device", &c.run.device,
         "cpu | cuda (cuda:LOCAL_RANK: model, SFT, GRPO, masters, workers' models; needs a CUDA LibTorch "
         "and a GPU) | auto (cuda when usable, else cpu)");
+  t.add("run", "max_memory_gb", &c.run.max_memory_gb,
+      "refuse a run whose estimated memory (weights, optimizer, activations, KV caches; app/memory_check.h) "
+      "exceeds this many GB (1e9 bytes); 0 = only the machine's available memory");
 }
 
 void multi_fields(FieldTable& t, Config& c) {

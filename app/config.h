@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "app/config_error.h"
+#include "datasets/loaders.h"
 #include "rl/eval.h"
 #include "rl/grpo_config.h"
 #include "rl/optimizer_config.h"
@@ -96,6 +97,8 @@ struct DataSection {
   /// n_problems 2..10^7, max_level 1..5, demo_error_rate [0, 1] (> 0 only for synthetic_code),
   /// held_out_fraction (0, 0.9], seed >= 0, eval_split all | test | validation | train | prompt (not all
   /// only for mbpp), mbpp_shots 0..3 (> 0 only for mbpp), path or eval_path set for a dataset-file task.
+  datasets::TextLimits limits;      ///< data.max_question_chars, max_answer_chars (refused at load)
+  int64_t max_prompt_tokens = 4096;  ///< a problem whose templated prompt is longer is refused at setup
   void validate() const;
 };
 
@@ -180,8 +183,10 @@ struct RunSection {
   int64_t checkpoint_every = 10;  ///< GRPO steps between checkpoints (0 = only at the end)
   int64_t threads = 1;            ///< LibTorch intra-op threads per role (0 = all cores)
   std::string device = "cpu";     ///< cpu | cuda | auto: where model and RL run (app/device.h)
+  double max_memory_gb = 0;       ///< refuse a run estimated to need more (GB = 1e9 bytes); 0 = no cap
   /// name non-empty without '/', seed >= 0, workers 1..256, checkpoint_every >= 0, threads 0..1024,
-  /// device cpu | cuda | auto (cuda only where usable: app/device.h cuda_unavailable_reason).
+  /// device cpu | cuda | auto (cuda only where usable: app/device.h cuda_unavailable_reason),
+  /// max_memory_gb [0, 1e9].
   void validate() const;
 };
 

@@ -56,6 +56,9 @@ void DataSection::validate() const {
   if (eval_split != "all" && task != DataTask::Mbpp)
     fail("data.eval_split", "must be all unless data.task = mbpp (got '" + eval_split + "')");
   int_in("data.mbpp_shots", mbpp_shots, 0, 3);
+  int_in("data.max_question_chars", limits.max_question_chars, 1, kMaxInt);
+  int_in("data.max_answer_chars", limits.max_answer_chars, 1, kMaxInt);
+  int_in("data.max_prompt_tokens", max_prompt_tokens, 1, int64_t{1} << 24);
   if (mbpp_shots > 0 && task != DataTask::Mbpp)
     fail("data.mbpp_shots", "must be 0 unless data.task = mbpp (got " + std::to_string(mbpp_shots) + ")");
   if (reads_dataset_file(task) && path.empty() && eval_path.empty())
@@ -107,6 +110,7 @@ void RunSection::validate() const {
   int_in("run.workers", workers, 1, 256);
   int_in("run.checkpoint_every", checkpoint_every, 0, kMaxInt);
   int_in("run.threads", threads, 0, 1024);
+  real_in("run.max_memory_gb", max_memory_gb, 0.0, 1e9);
   one_of("run.device", device, {std::begin(kDeviceSettings), std::end(kDeviceSettings)});
   if (device == "cuda") {
     const std::string why = cuda_unavailable_reason();

@@ -19,6 +19,7 @@
 #include "datasets/synthetic.h"
 #include "model/checkpoint.h"
 #include "model/default_config.h"
+#include "rl/rollout.h"
 #include "rl/sft.h"
 
 namespace fs = std::filesystem;
@@ -32,10 +33,10 @@ ProblemSets load_problems(const Config& config) {
     if (!fs::exists(path))
       throw std::runtime_error("data: file '" + path + "' not found (key " + key + ")" +
                                datasets::fetch_hint(path));
-    if (d.task == DataTask::Mbpp) return datasets::load_mbpp_jsonl(path);
+    if (d.task == DataTask::Mbpp) return datasets::load_mbpp_jsonl(path, d.limits);
     datasets::LoadReport report;  // data errors: skipped with a warning (datasets/loaders.h LoadReport)
-    auto problems = d.task == DataTask::Math ? datasets::load_math_jsonl(path, &report)
-                                             : datasets::load_gsm8k_jsonl(path, &report);
+    auto problems = d.task == DataTask::Math ? datasets::load_math_jsonl(path, &report, d.limits)
+                                             : datasets::load_gsm8k_jsonl(path, &report, d.limits);
     if (report.data_errors > 0) spdlog::warn("data: {}", report.summary());
     return problems;
   };
@@ -127,6 +128,31 @@ std::unique_ptr<model::Tokenizer> prepare_tokenizer(const Config& config, const 
   return model::load_tokenizer(path);
 }
 
+void check_prompt_tokens(const Config& config, const ProblemSets& sets, const model::Tokenizer& tok,
+                         const model::PromptTemplate& tmpl) {
+  const auto& d = config.data;
+  const int64_t limit = d.max_prompt_tokens;
+  auto check = [&](const std::vector<rl::Problem>& problems, bool held_out) {
+    for (const auto& p : problems) {
+      // Every token covers at least one byte of the rendered prompt, plus a dummy-prefix space and BOS:
+      // only a prompt that could be too long is encoded.
+      if (static_cast<int64_t>(tmpl.render(p.question).size()) + 2 <= limit) continue;
+      const int64_t n = static_cast<int64_t>(rl::encode_prompt(tok, tmpl, p.question).size());
+      if (n <= limit) continue;
+      const bool from_eval_path = held_out && !d.eval_path.empty();
+      const std::string file = from_eval_path ? d.eval_path : d.path;
+      throw std::runtime_error(
+          (file.empty() ? "data.task " + d.task
+                        : std::string(from_eval_path ? "data.eval_path '" : "data.path '") + file + "'") +
+          ": problem '" + p.id + "': its prompt (the question in chat template '" +
+          config.tokenizer.chat_template + "') is " + std::to_string(n) +
+          " tokens, more than data.max_prompt_tokens = " + std::to_string(limit));
+    }
+  };
+  check(sets.train, false);
+  check(sets.held_out, true);
+}
+
 namespace {
 /// fn() with a failure to read the checkpoint in model.path prefixed by the key and the path.
 template <typename F>
@@ -176,6 +202,9 @@ model::ModelConfig model_config_for(const Config& config, const model::Tokenizer
   }
   if (tok.bos_id() >= 0) mc.bos_token_id = tok.bos_id();
   if (tok.eos_id() >= 0) mc.eos_token_id = tok.eos_id();
+  // model.config's own ids may lie past a smaller tokenizer: none rather than an id without a row.
+  if (mc.bos_token_id >= mc.vocab_size) mc.bos_token_id = -1;
+  if (mc.eos_token_id >= mc.vocab_size) mc.eos_token_id = -1;
   return mc;
 }
 

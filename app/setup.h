@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "app/config.h"
+#include "model/chat_template.h"
 #include "model/config.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
@@ -24,6 +25,13 @@ struct ProblemSets {
 /// Synthetic problems (data.task synthetic_*) or a dataset file, split by data.held_out_fraction (or
 /// data.eval_path as the held-out set). Throws std::runtime_error naming the file or key.
 ProblemSets load_problems(const Config& config);
+
+/// Throws std::runtime_error "data.path 'FILE': problem 'ID': its prompt (...) is N tokens, more than
+/// data.max_prompt_tokens = M" for the first train or held-out problem whose templated prompt
+/// (rl::encode_prompt) is longer than data.max_prompt_tokens. Encodes only questions that could be too
+/// long (more bytes than the limit allows for); cost: one encode of each such question.
+void check_prompt_tokens(const Config& config, const ProblemSets& sets, const model::Tokenizer& tok,
+                         const model::PromptTemplate& tmpl);
 
 /// The tokenizer: tokenizer.path, or a SentencePiece BPE trained on the train problems' questions and SFT
 /// targets, written to `trained_path` (reused when that file already exists: resume). Returns the path used

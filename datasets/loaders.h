@@ -1,12 +1,24 @@
 // Dataset loaders: MATH, MBPP and GSM8K JSON-lines files into Problem records.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "datasets/problem.h"
 
 namespace pulse::datasets {
+
+/// Length limits on a record's text fields, in characters (UTF-8 code points), checked at load before the
+/// text goes anywhere else: a record over a limit is refused (the load throws "<path>:<line>: field
+/// \"problem\" has N characters, more than data.max_question_chars = M"), never skipped. The members are
+/// the settings data.max_question_chars and data.max_answer_chars (app/config.h); the defaults are well above
+/// the longest record of MATH (problem 4,309, solution 6,767), GSM8K and MBPP. A line longer than any record
+/// within the limits could be (and than 64 MiB) is refused by its size without being read whole.
+struct TextLimits {
+  int64_t max_question_chars = 16384;  ///< MATH problem, GSM8K question, MBPP text
+  int64_t max_answer_chars = 32768;    ///< MATH solution and answer, GSM8K answer, MBPP code and test_list
+};
 
 /// What a MATH or GSM8K load skipped, and why. A *data error* is a record that parses and has its fields
 /// but no usable reference answer (gold):
@@ -42,19 +54,21 @@ struct LoadReport {
 /// whose answer is null use "\boxed 2" / "\boxed 9", which find_boxed reads), MATH test and MATH-500 none.
 /// Throws std::runtime_error "<path>:<line>: <what>" on unreadable files, bad JSON or missing fields, and
 /// "<path>: no valid problems ..." when no record is usable.
-std::vector<Problem> load_math_jsonl(const std::string& path, LoadReport* report = nullptr);
+std::vector<Problem> load_math_jsonl(const std::string& path, LoadReport* report = nullptr,
+                                     const TextLimits& limits = {});
 
 /// MBPP jsonl (Austin et al. 2021): text, code, task_id, test_list, test_setup_code. question is
 /// mbpp_prompt(text, test_list) (the paper's prompt: task text plus its asserts), solution = code,
 /// id "mbpp/<task_id>". Throws like load_math_jsonl.
-std::vector<Problem> load_mbpp_jsonl(const std::string& path);
+std::vector<Problem> load_mbpp_jsonl(const std::string& path, const TextLimits& limits = {});
 
 /// GSM8K jsonl (Cobbe et al. 2021): question, answer ending in "#### <number>". answer = that number
 /// with thousands commas removed; solution = the worked answer with calculator annotations <<..>>
 /// removed and "#### n" turned into "\boxed{n}" (so the MATH grader grades it). id "<file name>:<line>".
 /// A record with no "####" line or an empty answer is a data error, reported like load_math_jsonl's
 /// (none in gsm8k_train/test). Throws like load_math_jsonl.
-std::vector<Problem> load_gsm8k_jsonl(const std::string& path, LoadReport* report = nullptr);
+std::vector<Problem> load_gsm8k_jsonl(const std::string& path, LoadReport* report = nullptr,
+                                      const TextLimits& limits = {});
 
 /// The MBPP paper's prompt body: "<text> Your code should pass these tests:\n\n<assert 1>\n<assert 2>...".
 std::string mbpp_prompt(const std::string& text, const std::vector<std::string>& tests);

@@ -38,7 +38,9 @@ struct ModelConfig {
 
   /// Reads config.json (a file or a folder holding one). Unknown architectures and unsupported
   /// fields (e.g. sliding-window attention in use, non-llama3 rope_scaling) throw std::runtime_error
-  /// naming the file and field.
+  /// naming the file and field, as do values out of range (sizes < 1 or > 2^31, eps or theta <= 0,
+  /// heads not dividing, token ids outside the vocabulary) and values of the wrong JSON type. A file over
+  /// 16 MiB is refused by its size.
   static ModelConfig from_hf_json(const std::string& path);
   /// The same from config.json text; `source` names it in errors.
   static ModelConfig from_hf_json_text(const std::string& text, const std::string& source);

@@ -17,6 +17,14 @@ struct SamplingParams {
   int64_t top_k = 0;   ///< 0 = off
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop_strings;  ///< needs a tokenizer passed to generate()
+  /// Padded vocabularies. A model may have more embedding rows than its tokenizer has ids (Qwen2.5:
+  /// 151,936 rows for 151,665 ids); the rule: ids >= vocab_limit have no token, so their logits are set
+  /// to -inf before every other step of model::sampling_log_probs. They are then never sampled (greedy,
+  /// temperature, top-k/top-p alike, on any device), never decoded, and carry no probability in the
+  /// trainer's log-probs, which go through the same function. 0 = every row is a token. Not a TOML
+  /// setting: taken from the tokenizer (rl::collect_rollouts, rl::evaluate, the trainer's GRPO config,
+  /// `pulse generate`).
+  int64_t vocab_limit = 0;
 };
 
 struct GenerationRequest {

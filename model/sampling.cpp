@@ -23,9 +23,21 @@ void check_sampling_params(const SamplingParams& params, const char* who) {
   if (!(params.top_p > 0 && params.top_p <= 1))
     throw std::invalid_argument(std::string(who) + ": top_p must be in (0, 1]");
   if (params.top_k < 0) throw std::invalid_argument(std::string(who) + ": top_k must be >= 0 (0 = off)");
+  if (params.vocab_limit < 0)
+    throw std::invalid_argument(std::string(who) + ": vocab_limit must be >= 0 (0 = every row)");
 }
 
 namespace {
+
+/// Step 0 of sampling_log_probs: -inf for the ids >= vocab_limit of a padded vocabulary (differentiable:
+/// the masked entries get no gradient). x unchanged when the limit is 0 or covers every row.
+torch::Tensor mask_padded_vocab(const torch::Tensor& x, int64_t vocab_limit) {
+  const int64_t V = x.size(-1);
+  if (vocab_limit <= 0 || vocab_limit >= V) return x;
+  const auto padded =
+      torch::arange(V, torch::TensorOptions().dtype(torch::kInt64).device(x.device())) >= vocab_limit;
+  return x.masked_fill(padded, -std::numeric_limits<double>::infinity());
+}
 
 /// Kept-set mask of steps 2-3 of sampling_log_probs on temperature-scaled logits x [..., V] (no grad).
 /// Undefined when every token is kept.
@@ -57,6 +69,7 @@ torch::Tensor sampling_log_probs(const torch::Tensor& logits, const SamplingPara
   check_sampling_params(params, "sampling_log_probs");
   if (logits.dim() < 1) throw std::invalid_argument("sampling_log_probs: logits must be [..., V]");
   auto x = logits.scalar_type() == torch::kFloat64 ? logits : logits.to(torch::kFloat32);
+  x = mask_padded_vocab(x, params.vocab_limit);
   if (params.temperature == 0) return torch::log_softmax(x, -1);
   if (params.temperature != 1.0) x = x / params.temperature;
   torch::Tensor keep;
@@ -80,7 +93,7 @@ std::pair<torch::Tensor, torch::Tensor> sample_tokens(const torch::Tensor& logit
   torch::NoGradGuard no_grad;
   auto logp = sampling_log_probs(logits, params);  // [B,V]
   if (params.temperature == 0) {
-    auto tok = logits.to(torch::kFloat32).argmax(-1);
+    auto tok = mask_padded_vocab(logits.to(torch::kFloat32), params.vocab_limit).argmax(-1);
     auto lp = logp.gather(1, tok.unsqueeze(1)).squeeze(1);
     return {tok.to(torch::kCPU), lp.to(torch::kCPU)};
   }

@@ -56,6 +56,21 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
+/// Token ids index a table: an id past this (4 M; the largest real vocabularies have ~256 K) is refused
+/// at load rather than sizing the table by it.
+constexpr int32_t kMaxTokenId = 1 << 22;
+
+/// A vocabulary entry's id: an integer in 0..kMaxTokenId-1, else an error naming `what` in `file`.
+int32_t checked_id(const json& v, const std::string& what, const std::string& file) {
+  if (!v.is_number_integer()) fail(file, what + " must be an integer id");
+  const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                         ? INT64_MAX
+                         : v.get<int64_t>();
+  if (id < 0 || id >= kMaxTokenId)
+    fail(file, what + " = " + v.dump() + " is outside 0.." + std::to_string(kMaxTokenId - 1));
+  return static_cast<int32_t>(id);
+}
+
 }  // namespace
 
 // ---- regex --------------------------------------------------------------------------------------------
@@ -100,7 +115,9 @@ void BpeTokenizer::finish_setup(const std::string& config_path, const std::strin
   std::sort(added_.begin(), added_.end(),
             [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
   for (const auto& a : added_) {
-    if (a.id < 0) fail(source, "added token \"" + a.content + "\" has a negative id");
+    if (a.id < 0 || a.id >= kMaxTokenId)
+      fail(source, "added token \"" + a.content + "\" has id " + std::to_string(a.id) + ", outside 0.." +
+                       std::to_string(kMaxTokenId - 1));
     if (static_cast<size_t>(a.id) >= id_to_token_.size()) id_to_token_.resize(a.id + 1);
     id_to_token_[a.id] = a.content;
     vocab_[a.content] = a.id;
@@ -143,7 +160,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::strin
   if (!m.contains("merges") || !m["merges"].is_array()) fail(path, "model.merges missing");
   std::unique_ptr<BpeTokenizer> t(new BpeTokenizer());
   for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-    const int32_t id = it.value().get<int32_t>();
+    const int32_t id = checked_id(it.value(), "model.vocab[\"" + it.key() + "\"]", path);
     t->vocab_[it.key()] = id;
     if (id >= static_cast<int32_t>(t->id_to_token_.size())) t->id_to_token_.resize(id + 1);
     t->id_to_token_[id] = it.key();
@@ -242,7 +259,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_vocab_merges(const std::string&
   for (auto it = v.begin(); it != v.end(); ++it) {
     if (!it.value().is_number_integer())
       fail(vocab_path, "not a vocab.json: \"" + it.key() + "\" has no integer id");
-    const int32_t id = it.value().get<int32_t>();
+    const int32_t id = checked_id(it.value(), "\"" + it.key() + "\"", vocab_path);
     t->vocab_[it.key()] = id;
     if (id >= static_cast<int32_t>(t->id_to_token_.size())) t->id_to_token_.resize(id + 1);
     t->id_to_token_[id] = it.key();

@@ -5,6 +5,7 @@
 #include "model/tokenizer_sp.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <queue>
@@ -78,6 +79,34 @@ struct ProtoReader {
     }
   }
 };
+
+/// The byte of a BYTE piece "<0xAB>" (hex digits of either case), or -1 when `text` is not of that form.
+int byte_piece_value(const std::string& text) {
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;
+  auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  const int hi = hex(text[3]), lo = hex(text[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+/// A piece's text for a message: at most 32 bytes, control bytes as \xNN.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text.substr(0, 32)) {
+    if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return text.size() > 32 ? out + "..." : out;
+}
 
 }  // namespace
 
@@ -165,9 +194,21 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) {
     throw std::runtime_error(path + ": SentencePiece normaliser \"" + norm_name +
                              "\" is not supported (only identity)");
   std::fill(std::begin(byte_id_), std::end(byte_id_), -1);
+  piece_byte_.assign(pieces_.size(), 0);
   for (size_t i = 0; i < pieces_.size(); ++i) {
     const auto& pc = pieces_[i];
     const auto id = static_cast<int32_t>(i);
+    if (pc.type == PieceType::Byte) {
+      // Validated here, not when a sampled id is decoded: "<0xAB>", two hex digits (what spm_train writes).
+      const int value = byte_piece_value(pc.text);
+      if (value < 0)
+        throw std::runtime_error(path + ": piece " + std::to_string(i) + " (\"" + printable(pc.text) +
+                                 "\") has type BYTE but is not of the form <0xNN>");
+      if (byte_id_[value] >= 0)
+        throw std::runtime_error(path + ": pieces " + std::to_string(byte_id_[value]) + " and " +
+                                 std::to_string(i) + " are both the byte piece " + pc.text);
+      piece_byte_[i] = static_cast<uint8_t>(value);
+    }
     all_.emplace(pc.text, id);
     switch (pc.type) {
       case PieceType::Normal:
@@ -179,7 +220,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) {
         if (!pc.text.empty()) control_.emplace_back(pc.text, id);
         break;
       case PieceType::Byte:
-        if (pc.text.size() == 6) byte_id_[std::stoi(pc.text.substr(3, 2), nullptr, 16)] = id;
+        byte_id_[piece_byte_[i]] = id;
         break;
       case PieceType::Unknown:
         break;
@@ -187,12 +228,22 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) {
   }
   std::sort(control_.begin(), control_.end(),
             [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  // Special ids: -1 = none (bos, eos, pad); any other id must be a piece. unk is required: encode falls back
+  // to it for text no piece covers.
   const auto n = static_cast<int64_t>(pieces_.size());
-  auto check_id = [&](int64_t id) { return (id >= 0 && id < n) ? static_cast<int32_t>(id) : -1; };
-  unk_ = check_id(unk);
-  bos_ = check_id(bos);
-  eos_ = check_id(eos);
-  pad_ = check_id(pad);
+  auto check_id = [&](int64_t id, const char* field, bool required) {
+    if ((id == -1 && !required) || (id >= 0 && id < n)) return static_cast<int32_t>(id);
+    throw std::runtime_error(path + ": trainer_spec." + field + " = " + std::to_string(id) +
+                             " is not a piece id (0.." + std::to_string(n - 1) +
+                             (required ? "" : ", or -1 for none") + ")");
+  };
+  unk_ = check_id(unk, "unk_id", true);
+  bos_ = check_id(bos, "bos_id", false);
+  eos_ = check_id(eos, "eos_id", false);
+  pad_ = check_id(pad, "pad_id", false);
+  if (pieces_[unk_].type != PieceType::Unknown)
+    throw std::runtime_error(path + ": trainer_spec.unk_id = " + std::to_string(unk_) + " names piece \"" +
+                             printable(pieces_[unk_].text) + "\", which is not of type UNKNOWN");
 }
 
 int32_t SentencePieceTokenizer::token_to_id(std::string_view piece) const {
@@ -322,7 +373,7 @@ std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids, bool
         out += " \xE2\x81\x87 ";
         break;  // SentencePiece's unk surface " ⁇ "
       case PieceType::Byte:
-        out += static_cast<char>(std::stoi(pc.text.substr(3, 2), nullptr, 16));
+        out += static_cast<char>(piece_byte_[id]);
         break;
       default: {
         std::string t = pc.text;

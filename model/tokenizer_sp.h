@@ -5,6 +5,7 @@
 // initialisation (segfault). The .model file is a small protobuf (sentencepiece_model.proto) that is
 // read here directly; training runs the spm_train tool in a child process (tokenizer.cpp).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -36,7 +37,9 @@ class SentencePieceTokenizer : public Tokenizer {
   };
 
   /// Throws std::runtime_error naming `path` when it is missing, not a SentencePiece model, or uses an
-  /// unsupported model type / normaliser.
+  /// unsupported model type / normaliser; and, naming the piece or field, when a BYTE piece is not
+  /// "<0xNN>" or repeats a byte, or unk_id is not an UNKNOWN piece, or bos/eos/pad_id is neither -1 nor
+  /// a piece id. So a loaded tokenizer decodes every id in [0, vocab_size()).
   explicit SentencePieceTokenizer(const std::string& path);
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos = false,
@@ -57,6 +60,7 @@ class SentencePieceTokenizer : public Tokenizer {
   std::unordered_map<std::string, int32_t> all_;          ///< every piece -> id
   std::vector<std::pair<std::string, int32_t>> control_;  ///< control pieces, longest first
   int32_t byte_id_[256];
+  std::vector<uint8_t> piece_byte_;  ///< the byte of each BYTE piece (0 for other pieces)
   int32_t unk_ = 0, bos_ = 1, eos_ = 2, pad_ = -1;
   bool byte_fallback_ = false, add_dummy_prefix_ = true, remove_extra_ws_ = true, escape_ws_ = true;
 };

@@ -90,6 +90,7 @@ EvalReport evaluate(model::TransformerImpl& model, const model::Tokenizer& tok,
   if (n < 1 || k < 1 || k > n) throw std::invalid_argument("eval: need 1 <= eval.k <= eval.n_samples");
   if (cfg.batch_size < 1) throw std::invalid_argument("eval: eval.batch_size must be >= 1");
   model::SamplingParams sampling = cfg.sampling;
+  sampling.vocab_limit = tok.vocab_size();  // a padded vocabulary's extra rows are never sampled
   if (cfg.greedy) sampling.temperature = 0.0;
   if (tok.eos_id() >= 0 && std::find(sampling.stop_token_ids.begin(), sampling.stop_token_ids.end(),
                                      tok.eos_id()) == sampling.stop_token_ids.end()) {

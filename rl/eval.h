@@ -24,7 +24,7 @@ struct EvalConfig {
   int64_t n_samples = 1;  ///< n: samples per problem (forced to 1 when greedy)
   int64_t k = 1;          ///< k of pass@k (k <= n)
   bool greedy = true;     ///< temperature 0
-  /// max_new_tokens (40) etc.; temperature ignored when greedy.
+  /// max_new_tokens (40) etc.; temperature ignored when greedy; vocab_limit set from the tokenizer.
   model::SamplingParams sampling = [] {
     model::SamplingParams s;
     s.max_new_tokens = 40;

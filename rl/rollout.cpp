@@ -36,6 +36,7 @@ std::vector<Rollout> collect_rollouts(model::TransformerImpl& policy, const mode
   if (cfg.group_size < 1) throw std::invalid_argument("collect_rollouts: group_size must be >= 1");
   const int64_t G = cfg.group_size;
   model::SamplingParams sampling = cfg.sampling;
+  sampling.vocab_limit = tok.vocab_size();  // a padded vocabulary's extra rows are never sampled
   const int32_t eos = tok.eos_id();
   if (eos >= 0 && std::find(sampling.stop_token_ids.begin(), sampling.stop_token_ids.end(), eos) ==
                       sampling.stop_token_ids.end()) {

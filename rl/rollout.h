@@ -33,7 +33,9 @@ struct Rollout {
 /// Rollout settings.
 struct RolloutConfig {
   int64_t group_size = 8;          ///< G: samples per problem
-  model::SamplingParams sampling;  ///< EOS of the tokenizer is added to stop_token_ids when missing
+  model::SamplingParams sampling;  ///< EOS of the tokenizer is added to stop_token_ids when missing, and
+                                   ///< vocab_limit is the tokenizer's size (a padded vocabulary's extra
+                                   ///< rows are never sampled)
   uint64_t seed = 0;               ///< run seed, mixed into every request seed
   uint64_t policy_version = 0;     ///< copied into each Rollout
   int grade_threads = 0;           ///< rl::grade_batch threads; 0 = all cores

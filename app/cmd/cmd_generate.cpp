@@ -15,9 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "app/run/checkpoints.h"
 #include "app/cli_checks.h"
 #include "app/cmd/commands.h"
+#include "app/memory_check.h"
+#include "app/run/checkpoints.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/generate.h"
@@ -123,8 +124,18 @@ void run_generate(const GenerateOptions& o) {
   check_model_dir(o.model_dir);
   verify_checkpointed_model(o.model_dir);  // a step's model: against its checkpoint's manifest
   const auto cfg = model::ModelConfig::from_hf_json(o.model_dir);
+  {
+    // What one generation holds: the weights and one row's KV cache, checked before they are allocated.
+    Config sizing;
+    sizing.model.dtype = o.dtype == "bf16" ? "bfloat16" : "float32";
+    sizing.eval.pass_at_1.batch_size = 1;
+    sizing.eval.pass_at_1.sampling.max_new_tokens = o.max_new_tokens;
+    check_memory(sizing, cfg, MemoryRole{/*trains=*/false, /*in_process_workers=*/0}, "pulse generate",
+                 "--model '" + (fs::path(o.model_dir) / "config.json").string() + "'");
+  }
   const auto tok = find_tokenizer(o);
   const auto ids = prompt_ids(o, tok.get(), cfg);
+  if (tok != nullptr) sp.vocab_limit = tok->vocab_size();  // a padded vocabulary's extra rows: never sampled
   if (!o.ignore_eos && cfg.eos_token_id >= 0)
     sp.stop_token_ids.push_back(static_cast<int32_t>(cfg.eos_token_id));
   if (!o.ignore_eos && tok != nullptr && tok->eos_id() >= 0 && tok->eos_id() != cfg.eos_token_id)

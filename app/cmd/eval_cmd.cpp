@@ -11,6 +11,7 @@
 #include "app/config.h"
 #include "app/device.h"
 #include "app/job.h"
+#include "app/memory_check.h"
 #include "app/setup.h"
 #include "model/chat_template.h"
 #include "rl/eval.h"
@@ -26,6 +27,8 @@ int eval_job(const JobOptions& opt) {
   if (config.tokenizer.path.empty())
     throw ConfigError(opt.config_path +
                       ": key 'tokenizer.path' must name the model's tokenizer (--set tokenizer.path=..)");
+  const MemoryRole role{/*trains=*/false, /*in_process_workers=*/0};
+  check_model_inputs(config, opt.config_path, role);  // before the data and the weights are read
   int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(config.run.threads > 0 ? static_cast<int>(config.run.threads) : hw);
   ProblemSets sets = load_problems(config);
@@ -33,11 +36,12 @@ int eval_job(const JobOptions& opt) {
   std::string tok_path;
   auto tok = prepare_tokenizer(config, sets, "", &tok_path);
   model::ModelConfig mc = model_config_for(config, *tok);
+  model::PromptTemplate tmpl = model::PromptTemplate::preset(config.tokenizer.chat_template);
+  check_prompt_tokens(config, sets, *tok, tmpl);
   model::Transformer policy = build_model(config, mc);
   const c10::Device device = resolve_device(config.run.device, local_rank_from_env());
   if (!device.is_cpu()) policy->to(device);
   policy->eval();
-  model::PromptTemplate tmpl = model::PromptTemplate::preset(config.tokenizer.chat_template);
 
   const rl::EvalConfig& ec = config.eval.pass_at_1;
   const std::string how = ec.greedy ? std::string("greedy")

@@ -16,6 +16,7 @@
 #include "app/device.h"
 #include "app/run/checkpoints.h"
 #include "app/run/report.h"
+#include "app/memory_check.h"
 #include "app/trainer/fleet.h"
 #include "app/trainer/gpu_patch_encoder.h"
 #include "app/trainer/progress.h"
@@ -117,9 +118,12 @@ void Trainer::open_run_dir() {
     config_ = load_config(path + "/config.toml", opt_.overrides);
     refuse_algorithm_changes(load_config(path + "/config.toml"), config_, opt_.resume_dir, opt_.overrides,
                              path);
+    check_model_inputs(config_, config_source(), memory_role());
     start_group();
   } else {
     config_ = load_config(opt_.config_path, opt_.overrides);
+    // Sizes and model config before the run folder exists: an absurd model leaves nothing behind.
+    check_model_inputs(config_, config_source(), memory_role());
     start_group();
     const std::string base = agree_run_dir(group_.get(), resolve_run_dir(config_.run.dir, config_.run.name));
     path = RunDir::new_path(base, env.rank, env.world_size);
@@ -158,6 +162,14 @@ void Trainer::join_group_weights() {
   sets_.train = rank_shard(*group_, std::move(sets_.train));  // each trainer samples its own prompts
 }
 
+std::string Trainer::config_source() const {
+  return opt_.resume_dir.empty() ? opt_.config_path : run_dir_ + "/config.toml";
+}
+
+MemoryRole Trainer::memory_role() const {
+  return MemoryRole{true, opt_.in_process_workers ? config_.run.workers : 0};
+}
+
 void Trainer::build_policy() {
   sets_ = load_problems(config_);
   if (sets_.train.empty() && config_.rl.steps > 0) throw std::runtime_error("data: no train problems");
@@ -165,9 +177,14 @@ void Trainer::build_policy() {
   if (fs::is_directory(tok_path_))
     throw std::runtime_error("tokenizer.path: give the tokenizer file, not a folder");
   mc_ = model_config_for(config_, *tok_);
+  // GRPO's log-probs under the workers' rule for a padded vocabulary (model::SamplingParams::vocab_limit).
+  config_.rl.grpo.sampling.vocab_limit = tok_->vocab_size();
+  // Again with the tokenizer's own vocabulary, before anything of the model's size is allocated.
+  check_memory(config_, mc_, memory_role(), config_source(), model_source_name(config_));
+  tmpl_ = model::PromptTemplate::preset(config_.tokenizer.chat_template);
+  check_prompt_tokens(config_, sets_, *tok_, tmpl_);
   policy_ = build_model(config_, mc_);  // initialised on the CPU (same weights on every device)
   if (!device_.is_cpu()) policy_->to(device_);
-  tmpl_ = model::PromptTemplate::preset(config_.tokenizer.chat_template);
   spdlog::info(
       "{} train / {} held-out problems ({}); tokenizer {} ({} pieces); model {} layers x {} wide, {:.2f} M "
       "parameters, {} on {}",

@@ -16,6 +16,7 @@
 
 #include "app/config.h"
 #include "app/job.h"
+#include "app/memory_check.h"
 #include "app/run/run_dir.h"
 #include "app/run/run_files.h"
 #include "app/setup.h"
@@ -68,6 +69,10 @@ class Trainer {
 
  private:
   void open_run_dir();
+  /// The config file named in messages: CONFIG, or RUN_DIR/config.toml when resuming.
+  std::string config_source() const;
+  /// What this process holds besides the model (app/memory_check.h): `pulse run` its worker threads too.
+  MemoryRole memory_role() const;
   void build_policy();
   void warm_start();
   void resume(int64_t checkpoint_step);

@@ -48,7 +48,7 @@ TEST_CASE("checkpoint folders appear whole and a killed save's staging folder is
     sync::write_file_atomic(dir + "/outer.txt", std::string("1"));
   };
   app::save_checkpoint(run.path, 3, *policy, opt, x);
-  CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000003"});
+  CHECK((names_in(root) == std::vector<std::string>{"LATEST", "step-000003"}));
   CHECK(app::latest_checkpoint(run.path) == 3);
   CHECK(fs::exists(root + "/step-000003/state"));
   CHECK(fs::exists(root + "/step-000003/model"));
@@ -62,13 +62,13 @@ TEST_CASE("checkpoint folders appear whole and a killed save's staging folder is
   int64_t step = -1;
   CHECK(app::load_checkpoint(run.path, 3, opt, *policy, &step).data_cursor == 23);
   CHECK(step == 3);
-  CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000003"});
+  CHECK((names_in(root) == std::vector<std::string>{"LATEST", "step-000003"}));
 
   // Pruning keeps the newest two checkpoints and never counts a staging folder as one.
   fs::create_directories(root + "/step-000009.partial-1");
   app::save_checkpoint(run.path, 4, *policy, opt, x);
   app::save_checkpoint(run.path, 5, *policy, opt, x);
-  CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000004", "step-000005"});
+  CHECK((names_in(root) == std::vector<std::string>{"LATEST", "step-000004", "step-000005"}));
   CHECK(app::latest_checkpoint(run.path) == 5);
 
   // A re-save of step 5 killed between its two renames (no RENAME_EXCHANGE): the checkpoint LATEST names
@@ -76,7 +76,7 @@ TEST_CASE("checkpoint folders appear whole and a killed save's staging folder is
   fs::rename(root + "/step-000005", root + "/step-000005.aside-31");
   CHECK(app::latest_checkpoint(run.path) == 5);
   CHECK(fs::exists(root + "/step-000005/state"));
-  CHECK(names_in(root) == std::vector<std::string>{"LATEST", "step-000004", "step-000005"});
+  CHECK((names_in(root) == std::vector<std::string>{"LATEST", "step-000004", "step-000005"}));
 }
 
 TEST_CASE("resuming rewrites a checkpoint's damaged HF model from the restored masters",

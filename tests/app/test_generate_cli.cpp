@@ -164,5 +164,16 @@ TEST_CASE("pulse generate names the file or option at fault", "[app][cli][genera
   CHECK(contains(r.err, "exactly one of --prompt"));
   r = generate({"--model", fx.dir, "--prompt", "a", "--prompt-ids", "1"}, dir);
   CHECK(r.code != 0);
+
+  // An absurd config.json: refused by its sizes before the weights are read or the model allocated.
+  const std::string huge = dir + "/huge";
+  std::filesystem::create_directories(huge);
+  auto cfg = nlohmann::json::parse(pulse::sync::read_file(fx.dir + "/config.json"));
+  cfg["num_hidden_layers"] = 1000000;
+  pulse::sync::write_file_atomic(huge + "/config.json", cfg.dump());
+  r = generate({"--model", huge, "--prompt-ids", "1"}, dir);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "pulse generate: --model '" + huge + "/config.json' (num_hidden_layers = 1000000"));
+  CHECK(contains(r.err, "needs at least"));
   std::filesystem::remove_all(dir);
 }

@@ -1,7 +1,10 @@
 // HF config.json parsing for the Llama, Qwen2 and Mistral families.
 #include "tests/torch_catch.h"
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "model/chat_template.h"
 #include "model/config.h"
@@ -77,8 +80,111 @@ TEST_CASE("unsupported or incomplete configs are rejected naming the field", "[m
   CHECK_THROWS_WITH(parse("{not json"), Catch::Contains("test-config.json"));
   CHECK_THROWS_WITH(ModelConfig::from_hf_json("/nonexistent/pulse/config.json"),
                     Catch::Contains("/nonexistent/pulse"));
+  {
+    // A config.json of 17 MiB is refused by its size before it is read.
+    const auto big = std::filesystem::temp_directory_path() /
+                     ("pulse_test_big_config_" + std::to_string(::getpid()) + ".json");
+    std::ofstream(big) << std::string(17u << 20, ' ');
+    CHECK_THROWS_WITH(
+        ModelConfig::from_hf_json(big.string()),
+        Catch::StartsWith(big.string() +
+                          ": is 17825792 bytes; a model config.json is at most 16777216 bytes"));
+    std::filesystem::remove(big);
+  }
   const auto m = parse(R"({"model_type": "mistral", "sliding_window": 4096, )" + base + "}");
   CHECK(m.sliding_window == 4096);
+}
+
+namespace {
+/// A valid small Llama config.json with `extra` fields merged over it (a later key wins in nlohmann).
+std::string small_config(const std::string& extra) {
+  return R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 64, "hidden_size": 32,
+    "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "bos_token_id": 1,
+    "eos_token_id": 2)" +
+         (extra.empty() ? std::string() : ", " + extra) + "}";
+}
+/// The message of parsing small_config(extra) ("" when it parses).
+std::string refusal(const std::string& extra) {
+  try {
+    parse(small_config(extra));
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("model config values that make NaNs or no model are refused naming file and field",
+          "[model][config]") {
+  // rms_norm_eps = -1 and rope_theta = 0 used to run SFT and fail after it ("sampler_logprobs ... is null"),
+  // max_position_embeddings = -5 at step 0.
+  CHECK(refusal("").empty());
+  const std::pair<const char*, const char*> bad[] = {
+      {R"("rms_norm_eps": -1)", "field \"rms_norm_eps\" must be a finite number > 0, got -1"},
+      {R"("rms_norm_eps": 0)", "field \"rms_norm_eps\" must be a finite number > 0, got 0"},
+      {R"("rope_theta": 0)", "field \"rope_theta\" must be a finite number > 0, got 0"},
+      {R"("rope_theta": -10000.0)", "field \"rope_theta\" must be a finite number > 0"},
+      {R"("max_position_embeddings": -5)", "field \"max_position_embeddings\" must be >= 1, got -5"},
+      {R"("max_position_embeddings": 0)", "field \"max_position_embeddings\" must be >= 1, got 0"},
+      {R"("vocab_size": 0)", "field \"vocab_size\" must be >= 1, got 0"},
+      {R"("hidden_size": -32)", "field \"hidden_size\" must be >= 1, got -32"},
+      {R"("intermediate_size": 0)", "field \"intermediate_size\" must be >= 1"},
+      {R"("num_hidden_layers": 0)", "field \"num_hidden_layers\" must be >= 1"},
+      {R"("num_hidden_layers": 4294967296)", "field \"num_hidden_layers\" must be <= 2147483648"},
+      {R"("num_attention_heads": 0)", "field \"num_attention_heads\" must be >= 1"},
+      {R"("num_key_value_heads": 0)", "field \"num_key_value_heads\" must be >= 1"},
+      {R"("num_key_value_heads": 3)",
+       "num_attention_heads (4) must be a multiple of num_key_value_heads (3)"},
+      {R"("hidden_size": 30)", "hidden_size (30) must be a multiple of num_attention_heads (4)"},
+      {R"("head_dim": 7)", "head_dim must be even"},
+      {R"("head_dim": -8)", "field \"head_dim\" must be >= 1"},
+      {R"("bos_token_id": 64)", "field \"bos_token_id\" must be <= 63, got 64"},
+      {R"("eos_token_id": [2, -3])", "field \"eos_token_id[1]\" must be >= 0, got -3"},
+      {R"("vocab_size": 18446744073709551615)", "field \"vocab_size\" = 18446744073709551615 is too large"},
+      {R"("rope_scaling": {"rope_type": "llama3", "factor": 0})",
+       "field \"factor\" must be a finite number > 0"},
+      {R"("rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4})",
+       "rope_scaling.high_freq_factor must be > low_freq_factor"},
+      {R"("rope_scaling": {"rope_type": "llama3", "factor": 8, "original_max_position_embeddings": 0})",
+       "field \"original_max_position_embeddings\" must be >= 1"},
+  };
+  for (const auto& [extra, message] : bad) {
+    INFO(extra);
+    const std::string what = refusal(extra);
+    CHECK_THAT(what, Catch::StartsWith("test-config.json: ") && Catch::Contains(message));
+  }
+}
+
+TEST_CASE("model config type errors name file and field, not only nlohmann's type_error", "[model][config]") {
+  // "architectures": [5] and "tie_word_embeddings": "yes" gave only "[json.exception.type_error.302] type
+  // must be string".
+  const std::pair<const char*, const char*> bad[] = {
+      {R"("architectures": [5])", "field \"architectures[0]\" must be a string, got a number (5)"},
+      {R"("architectures": "LlamaForCausalLM")", "field \"architectures\" must be a list of strings"},
+      {R"("tie_word_embeddings": "yes")",
+       "field \"tie_word_embeddings\" must be true or false, got a string"},
+      {R"("attention_bias": 1)", "field \"attention_bias\" must be true or false, got a number"},
+      {R"("mlp_bias": "false")", "field \"mlp_bias\" must be true or false"},
+      {R"("use_sliding_window": null, "sliding_window": "4096")",
+       "field \"sliding_window\" must be an integer"},
+      {R"("hidden_act": 3)", "field \"hidden_act\" must be a string, got a number"},
+      {R"("model_type": ["llama"])", "field \"model_type\" must be a string, got an array"},
+      {R"("torch_dtype": false)", "field \"torch_dtype\" must be a string, got a boolean"},
+      {R"("hidden_size": 32.0)", "field \"hidden_size\" must be an integer, got a floating-point number"},
+      {R"("num_hidden_layers": "2")", "field \"num_hidden_layers\" must be an integer, got a string"},
+      {R"("rms_norm_eps": "1e-5")", "field \"rms_norm_eps\" must be a number, got a string"},
+      {R"("rope_theta": null, "rope_scaling": "llama3")", "field \"rope_scaling\" must be an object or null"},
+      {R"("rope_scaling": {"rope_type": 3, "factor": 2})", "field \"rope_type\" must be a string"},
+      {R"("eos_token_id": ["2"])", "field \"eos_token_id[0]\" must be an integer, got a string"},
+      {R"("bos_token_id": true)", "field \"bos_token_id\" must be an integer or a list of integers"},
+  };
+  for (const auto& [extra, message] : bad) {
+    INFO(extra);
+    const std::string what = refusal(extra);
+    CHECK_THAT(what, Catch::StartsWith("test-config.json: ") && Catch::Contains(message));
+    CHECK_THAT(what, !Catch::Contains("json.exception"));
+  }
 }
 
 TEST_CASE("embedded default model equals configs/tiny-llama.json", "[model][config]") {
