@@ -61,12 +61,17 @@ std::string bind_failure_reason(const std::string& host, int port);
 /// The body limit of the routes that take small JSON objects (register, heartbeat, confirm): 413 beyond.
 inline constexpr uint64_t kMaxSmallBodyBytes = 64 * 1024;
 
+/// Strict decimal uint64 (query parameters, Content-Length): digits only, no sign, no space, no overflow.
+/// Thread-safe (pure).
+bool parse_decimal_u64(const std::string& text, uint64_t& out);
+
 // ---- error answers ----------------------------------------------------------------------------------------
 
 /// `text` made safe for a header or a log line: bytes outside printable ASCII (controls, 0x7F, non-ASCII
-/// and invalid UTF-8 alike) written as \xNN, line breaks as spaces; cut to at most about `max_bytes`, the
+/// and invalid UTF-8 alike) written as \xNN, line breaks as spaces (kept when `keep_line_breaks`, for a
+/// JSON string); cut to at most about `max_bytes`, the
 /// cut said with "... (N bytes)" so that a huge input is never echoed whole. Thread-safe (pure).
-std::string printable_ascii(const std::string& text, size_t max_bytes);
+std::string printable_ascii(const std::string& text, size_t max_bytes, bool keep_line_breaks = false);
 
 /// Sets `status`, the body {"error": message} (application/json; the message as printable_ascii, at most
 /// about 4000 bytes) and the header X-Pulse-Error (the same, at most about 1000 bytes: httplib applies a

@@ -29,8 +29,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr double kDrainSeconds = 1.0;             // how long a refused client may keep sending
-constexpr size_t kDrainMaxBytes = 64u << 20;      // ... and how much of it we read and discard
+constexpr double kDrainSeconds = 1.0;         // how long a refused client may keep sending
+constexpr size_t kDrainMaxBytes = 64u << 20;  // ... and how much of it we read and discard
 constexpr size_t kReadChunkBytes = 64u << 10;
 
 int millis(double seconds) {
@@ -70,8 +70,8 @@ void ip_and_port(int fd, bool peer, std::string& ip, int& port) {
 
 /// Sends all of `bytes` within `timeout_s` (the socket is non-blocking); false when cut or too slow.
 bool send_all(int fd, const std::string& bytes, double timeout_s) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout_s));
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   for (size_t off = 0; off < bytes.size();) {
     const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
     if (n > 0) {
@@ -88,38 +88,37 @@ bool send_all(int fd, const std::string& bytes, double timeout_s) {
 
 const char* reason_phrase(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    default: return "Error";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
   }
 }
 
 /// A complete error answer: JSON body {"error": message}, the message (ASCII) in X-Pulse-Error, and
 /// Connection: close. `extra` holds further header lines, each ending in CRLF.
 std::string error_answer(int status, const std::string& message, const std::string& extra = "") {
-  const std::string body = nlohmann::json{{"error", printable_ascii(message, 4000)}}.dump();
+  const std::string body = nlohmann::json{{"error", printable_ascii(message, 4000, true)}}.dump();
   return "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) +
          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
          "\r\nConnection: close\r\nX-Pulse-Error: " + printable_ascii(message, 1000) + "\r\n" + extra +
          "\r\n" + body;
-}
-
-bool parse_decimal(const std::string& s, uint64_t& out) {
-  if (s.empty() || s.size() > 19) return false;  // 19 digits always fit: no wrap
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  out = v;
-  return true;
 }
 
 std::string trim(const std::string& s) {
@@ -197,9 +196,9 @@ struct GatedServer::Gate {
   /// An authorized request handed to the pool.
   struct Passed {
     int fd = -1;
-    std::string head;         ///< request line and headers, CRLF CRLF included (Expect removed)
-    std::string body;         ///< the body bytes read with the head
-    uint64_t length = 0;      ///< Content-Length
+    std::string head;     ///< request line and headers, CRLF CRLF included (Expect removed)
+    std::string body;     ///< the body bytes read with the head
+    uint64_t length = 0;  ///< Content-Length
     bool expect_continue = false;
   };
 
@@ -234,7 +233,8 @@ struct GatedServer::Gate {
   std::string route_list() const {
     std::string out;
     for (const auto& r : routes)
-      for (const auto& m : r.methods) out += (out.empty() ? "" : ", ") + m + " " + r.path + (r.prefix ? "..." : "");
+      for (const auto& m : r.methods)
+        out += (out.empty() ? "" : ", ") + m + " " + r.path + (r.prefix ? "..." : "");
     return out;
   }
 
@@ -260,14 +260,16 @@ struct GatedServer::Gate {
   /// Answers a refusal and lets the client finish sending (drain) before the close.
   void refuse(Conn& c, int status, const std::string& message, const std::string& extra = "") {
     count(&GateStats::refused);
+    if (status == 401) count(&GateStats::unauthorized);
+    if (status == 404) count(&GateStats::not_found);
     const std::string answer = error_answer(status, message, extra);
     [[maybe_unused]] ssize_t n = ::send(c.fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::shutdown(c.fd, SHUT_WR);
     c.draining = true;
     c.buf.clear();
     c.buf.shrink_to_fit();
-    c.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(kDrainSeconds));
+    c.deadline = Clock::now() +
+                 std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kDrainSeconds));
   }
 
   void evict(Conn& c, const std::string& why) {
@@ -373,9 +375,8 @@ struct GatedServer::Gate {
       target = rl.substr(s1 + 1, s2 - s1 - 1);
       version = rl.substr(s2 + 1);
     }
-    const bool method_ok = !method.empty() && std::all_of(method.begin(), method.end(), [](char ch) {
-      return ch >= 'A' && ch <= 'Z';
-    });
+    const bool method_ok = !method.empty() && std::all_of(method.begin(), method.end(),
+                                                          [](char ch) { return ch >= 'A' && ch <= 'Z'; });
     if (!method_ok || target.empty() || target[0] != '/' || (version != "HTTP/1.1" && version != "HTTP/1.0"))
       return refuse(c, 400, "malformed request line '" + rl.substr(0, 200) + "'");
     std::string authorization, transfer_encoding, content_length;
@@ -386,7 +387,8 @@ struct GatedServer::Gate {
       const size_t colon = line.find(':');
       if (colon == std::string::npos || colon == 0 || line[0] == ' ' || line[0] == '\t' ||
           line.find_first_of(" \t") < colon)
-        return refuse(c, 400, "malformed header line " + std::to_string(i) + " '" + line.substr(0, 100) + "'");
+        return refuse(c, 400,
+                      "malformed header line " + std::to_string(i) + " '" + line.substr(0, 100) + "'");
       const std::string name = line.substr(0, colon), value = trim(line.substr(colon + 1));
       if (iequals(name, "Expect")) {
         // Answered here (100 Continue before the body is read); httplib must not answer it again.
@@ -418,18 +420,21 @@ struct GatedServer::Gate {
         break;
       }
     if (!route)
-      return refuse(c, 404, "unknown route " + method + " " + path.substr(0, 200) + "; routes: " + route_list());
+      return refuse(c, 404,
+                    "unknown route " + method + " " + path.substr(0, 200) + "; routes: " + route_list());
     if (std::find(route->methods.begin(), route->methods.end(), method) == route->methods.end()) {
       std::string allow;
       for (const auto& m : route->methods) allow += (allow.empty() ? "" : ", ") + m;
-      return refuse(c, 405, "method " + method + " not allowed on " + route->path + " (allowed: " + allow + ")",
+      return refuse(c, 405,
+                    "method " + method + " not allowed on " + route->path + " (allowed: " + allow + ")",
                     "Allow: " + allow + "\r\n");
     }
     if (!transfer_encoding.empty())
-      return refuse(c, 411, "Transfer-Encoding '" + transfer_encoding.substr(0, 50) +
-                                "' is not accepted: send the body with a Content-Length");
+      return refuse(c, 411,
+                    "Transfer-Encoding '" + transfer_encoding.substr(0, 50) +
+                        "' is not accepted: send the body with a Content-Length");
     uint64_t length = 0;
-    if (has_length && !parse_decimal(content_length, length))
+    if (has_length && !parse_decimal_u64(content_length, length))
       return refuse(c, 400, "Content-Length '" + content_length.substr(0, 50) + "' is not a byte count");
     if (length > route->max_body_bytes)
       return refuse(c, 413,
@@ -463,7 +468,8 @@ struct GatedServer::Gate {
           count(&GateStats::body_timeouts);
           send_all(p.fd,
                    error_answer(408, "request body: " + std::to_string(p.body.size()) + " of " +
-                                         std::to_string(p.length) + " bytes (Content-Length) arrived, then none for " +
+                                         std::to_string(p.length) +
+                                         " bytes (Content-Length) arrived, then none for " +
                                          std::to_string(opt.body_timeout_s) + " s"),
                    opt.write_timeout_s);
           ::shutdown(p.fd, SHUT_WR);

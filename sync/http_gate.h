@@ -55,12 +55,14 @@ struct GateOptions {
 
 /// Counters of the gate since the server started (cumulative).
 struct GateStats {
-  uint64_t accepted = 0;      ///< connections accepted
-  uint64_t passed = 0;        ///< heads that reached the request pool
-  uint64_t refused = 0;       ///< answered by the gate (401, 404, 405, 408, 411, 413, 431, 400, 503)
-  uint64_t timed_out = 0;     ///< of those: heads not complete within head_timeout_s (408)
-  uint64_t evicted = 0;       ///< of those: closed to make room for a newer connection (503)
-  uint64_t body_timeouts = 0; ///< authorized bodies that stalled (408 from the request pool)
+  uint64_t accepted = 0;       ///< connections accepted
+  uint64_t passed = 0;         ///< heads that reached the request pool
+  uint64_t refused = 0;        ///< answered by the gate (401, 404, 405, 408, 411, 413, 431, 400, 503)
+  uint64_t unauthorized = 0;   ///< of those: no or a wrong bearer token (401)
+  uint64_t not_found = 0;      ///< of those: unknown routes (404)
+  uint64_t timed_out = 0;      ///< of those: heads not complete within head_timeout_s (408)
+  uint64_t evicted = 0;        ///< of those: closed to make room for a newer connection (503)
+  uint64_t body_timeouts = 0;  ///< authorized bodies that stalled (408 from the request pool)
 };
 
 /// A cpp-httplib server behind the gate. Register handlers as on httplib::Server; the routes given here

@@ -372,8 +372,18 @@ void PatchServer::inject_corruption(int n) {
 }
 
 HttpServerStats PatchServer::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  HttpServerStats s;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    s = impl_->stats;
+  }
+  if (impl_->gated) {  // the requests the gate answered never reached the handlers
+    const GateStats g = impl_->gated->stats();
+    s.requests += g.refused;
+    s.unauthorized += g.unauthorized;
+    s.bad_requests += g.refused - g.unauthorized;
+  }
+  return s;
 }
 
 // ---- client ---------------------------------------------------------------------------------------------
