@@ -10,6 +10,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace pulse::test {
 
@@ -26,6 +27,10 @@ struct RawSocket {
       throw std::runtime_error("raw socket: cannot connect to 127.0.0.1:" + std::to_string(port));
   }
   RawSocket(RawSocket&& o) noexcept : fd(o.fd) { o.fd = -1; }
+  RawSocket& operator=(RawSocket&& o) noexcept {
+    std::swap(fd, o.fd);
+    return *this;
+  }
   RawSocket(const RawSocket&) = delete;
   ~RawSocket() {
     if (fd >= 0) ::close(fd);
