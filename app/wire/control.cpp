@@ -244,16 +244,18 @@ void ControlServer::handle_report(const std::string& key, const std::string& tex
       worker_error_ = "worker " + m->id + ": " + report.error;
       m->reported_job = job_id_;
     } else {
-      // The meaning, before the report counts: a share of this job, rollouts that fit it.
+      // The meaning, before the report counts: a share of this job (or -1: a sync-only report, which a
+      // member holding no share of a generate job sends too), rollouts that fit it.
       std::string bad;
       const auto n_shares = static_cast<int64_t>(shares_.size());
-      if (kind_ == JobKind::Generate && (report.share < 0 || report.share >= n_shares)) {
+      if (kind_ == JobKind::Generate && (report.share < -1 || report.share >= n_shares)) {
         bad = "field 'share': " + std::to_string(report.share) + " is not a share of job seq " +
-              std::to_string(report.seq) + " (0.." + std::to_string(n_shares - 1) + ")";
+              std::to_string(report.seq) + " (0.." + std::to_string(n_shares - 1) +
+              ", or -1 for a sync only)";
       } else if (kind_ != JobKind::Generate && report.share != -1) {
         bad = "field 'share': " + std::to_string(report.share) + " in a report for a " +
               job_kind_name(kind_) + " job (no shares)";
-      } else if (kind_ == JobKind::Generate && limits_.group_size > 0) {
+      } else if (kind_ == JobKind::Generate && report.share >= 0 && limits_.group_size > 0) {
         try {
           check_share_report(report,
                              static_cast<int64_t>(shares_[static_cast<size_t>(report.share)].problems.size()),
