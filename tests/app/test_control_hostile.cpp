@@ -198,3 +198,27 @@ TEST_CASE("control: idle sockets do not delay registration; 405, 404, 413 and a 
   CHECK(test::printable(utf8->get_header_value("X-Pulse-Error")));
   server.stop();
 }
+
+TEST_CASE("control: a sync-only report to a generate job (a member holding no share) still counts",
+          "[app][fleet][hostile]") {
+  auto server = make_server(0);
+  server.set_report_limits(kLimits);
+  server.start();
+  app::ControlClient a(server.url(), "secret", 5, 0), b(server.url(), "secret", 5, 0);
+  a.register_worker("a");
+  b.register_worker("b");
+  const uint64_t id = server.post_job(app::JobKind::Generate, 2, 1, one_share());
+  const app::Job ja = a.next_job(0), jb = b.next_job(0);
+  REQUIRE(ja.work.size() == 1);
+  REQUIRE(jb.work.empty());  // synced only: its report has no share
+  app::WorkerReport synced;
+  synced.seq = jb.seq;
+  synced.version = 2;
+  synced.root_hash = "00";
+  b.report(synced);  // 200: not a bad report
+  a.report(good_report(ja));
+  CHECK(server.wait_job(id, {}).size() == 1);
+  CHECK(server.live_ids() == std::vector<std::string>{"a", "b"});
+  CHECK(server.events().drops == 0);
+  server.stop();
+}
