@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -113,14 +114,47 @@ std::string bind_failure_reason(const std::string& host, int port) {
   return reason;
 }
 
+bool parse_decimal_u64(const std::string& text, uint64_t& out) {
+  if (text.empty() || text.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    const auto d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  out = v;
+  return true;
+}
+
+std::string printable_ascii(const std::string& text, size_t max_bytes, bool keep_line_breaks) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_bytes) + 32);
+  size_t i = 0;
+  for (; i < text.size() && out.size() < max_bytes; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (keep_line_breaks && c == '\n') {
+      out += '\n';
+    } else if (c == '\r' || c == '\n' || c == '\t') {
+      out += ' ';
+    } else if (c < 0x20 || c > 0x7e) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (i < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
 void set_error_response(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
-  std::string header = message.substr(0, 1000);
-  for (char& c : header) {
-    if (c == '\r' || c == '\n') c = ' ';
-  }
-  res.set_header("X-Pulse-Error", header);
-  res.set_content(nlohmann::json{{"error", message}}.dump(), "application/json");
+  // An earlier answer's header (e.g. a handler's error before the exception handler's) would go out too.
+  res.headers.erase("X-Pulse-Error");
+  res.set_header("X-Pulse-Error", printable_ascii(message, 1000));
+  res.set_content(nlohmann::json{{"error", printable_ascii(message, 4000, true)}}.dump(), "application/json");
 }
 
 std::string server_message(const std::string& body) {

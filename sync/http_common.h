@@ -5,6 +5,7 @@
 // Only forward declarations of cpp-httplib here; the functions taking httplib types are defined in
 // sync/http_common.cpp, and callers include sync/httplib_config.h to build those objects.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -57,11 +58,25 @@ void listen_exclusively(httplib::Server& server);
 /// Thread-safe.
 std::string bind_failure_reason(const std::string& host, int port);
 
+/// The body limit of the routes that take small JSON objects (register, heartbeat, confirm): 413 beyond.
+inline constexpr uint64_t kMaxSmallBodyBytes = 64 * 1024;
+
+/// Strict decimal uint64 (query parameters, Content-Length): digits only, no sign, no space, no overflow.
+/// Thread-safe (pure).
+bool parse_decimal_u64(const std::string& text, uint64_t& out);
+
 // ---- error answers ----------------------------------------------------------------------------------------
 
-/// Sets `status`, the body {"error": message} (application/json) and the header X-Pulse-Error (the message,
-/// line breaks replaced, at most 1000 bytes: httplib applies a request's Range to error bodies too, so a
-/// resuming client may only see the header). Thread-safe (touches only `res`).
+/// `text` made safe for a header or a log line: bytes outside printable ASCII (controls, 0x7F, non-ASCII
+/// and invalid UTF-8 alike) written as \xNN, line breaks as spaces (kept when `keep_line_breaks`, for a
+/// JSON string); cut to at most about `max_bytes`, the
+/// cut said with "... (N bytes)" so that a huge input is never echoed whole. Thread-safe (pure).
+std::string printable_ascii(const std::string& text, size_t max_bytes, bool keep_line_breaks = false);
+
+/// Sets `status`, the body {"error": message} (application/json; the message as printable_ascii, at most
+/// about 4000 bytes) and the header X-Pulse-Error (the same, at most about 1000 bytes: httplib applies a
+/// request's Range to error bodies too, so a resuming client may only see the header). Replaces an
+/// earlier error answer on `res`. Thread-safe (touches only `res`).
 void set_error_response(httplib::Response& res, int status, const std::string& message);
 
 /// The text of an error answer: the "error" string of a JSON object body, else the first 300 bytes.

@@ -15,6 +15,7 @@
 
 #include "sync/hash.h"
 #include "sync/http_common.h"
+#include "sync/http_gate.h"
 
 #include "sync/httplib_config.h"
 
@@ -76,6 +77,14 @@ bool take_one(std::atomic<int>& counter) {
 constexpr const char* kRoutes =
     "GET /v1/head, GET /v1/patch?from=A&to=B, GET /v1/anchor/{V|latest}, POST /v1/confirm";
 
+/// What the gate lets through: the routes above; only /v1/confirm has a body (a small JSON object).
+std::vector<GateRoute> patch_routes() {
+  return {{"/v1/head", false, {"GET"}, 0},
+          {"/v1/patch", false, {"GET"}, 0},
+          {"/v1/anchor/", true, {"GET"}, 0},
+          {"/v1/confirm", false, {"POST"}, kMaxSmallBodyBytes}};
+}
+
 }  // namespace
 
 // ---- server ---------------------------------------------------------------------------------------------
@@ -84,6 +93,7 @@ struct PatchServer::Impl {
   VersionStore& store;
   HttpServerOptions opt;
   std::unique_ptr<httplib::Server> server;
+  GatedServer* gated = nullptr;  ///< `server` when it is gated (plain HTTP)
   std::thread thread;
   int port = 0;
   bool running = false;
@@ -153,12 +163,14 @@ struct PatchServer::Impl {
     s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
                                                                     httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      count(&HttpServerStats::bad_requests);
       if (res.status == 404) {
-        count(&HttpServerStats::bad_requests);
         set_error_response(res, 404, "unknown route " + req.method + " " + req.path + "; routes: " + kRoutes);
-        return httplib::Server::HandlerResponse::Handled;
+      } else {  // httplib's own refusals (400 unreadable request, 416 bad Range, ...): JSON bodies too
+        set_error_response(res, res.status,
+                           "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path);
       }
-      return httplib::Server::HandlerResponse::Unhandled;
+      return httplib::Server::HandlerResponse::Handled;
     }));
     s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown exception";
@@ -282,10 +294,21 @@ PatchServer::PatchServer(VersionStore& store, HttpServerOptions options)
     throw std::runtime_error("TLS not available in this build (cpp-httplib without OpenSSL)");
 #endif
   } else {
-    impl_->server = std::make_unique<httplib::Server>();
+    // Plain HTTP goes through the accept gate (sync/http_gate.h): no client without the token can hold a
+    // request thread, and bodies are bounded per route.
+    GateOptions gate;
+    gate.threads = static_cast<size_t>(std::max(1, o.threads));
+    gate.head_timeout_s = o.head_timeout_s;
+    gate.body_timeout_s = o.read_timeout_s;
+    gate.write_timeout_s = o.write_timeout_s;
+    auto gated = std::make_unique<GatedServer>(o.token, patch_routes(), gate);
+    impl_->gated = gated.get();
+    impl_->server = std::move(gated);
   }
-  const size_t threads = static_cast<size_t>(std::max(1, o.threads));
-  impl_->server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  if (!impl_->gated) {
+    const size_t threads = static_cast<size_t>(std::max(1, o.threads));
+    impl_->server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  }
   auto usec = [](double s) {
     return static_cast<time_t>((s - static_cast<double>(static_cast<time_t>(s))) * 1e6);
   };
@@ -333,7 +356,10 @@ std::string PatchServer::url() const {
 void PatchServer::stop() {
   auto& im = *impl_;
   if (!im.running) return;
-  im.server->stop();
+  if (im.gated)
+    im.gated->shutdown();
+  else
+    im.server->stop();
   if (im.thread.joinable()) im.thread.join();
   im.running = false;
 }
@@ -346,8 +372,18 @@ void PatchServer::inject_corruption(int n) {
 }
 
 HttpServerStats PatchServer::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  HttpServerStats s;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    s = impl_->stats;
+  }
+  if (impl_->gated) {  // the requests the gate answered never reached the handlers
+    const GateStats g = impl_->gated->stats();
+    s.requests += g.refused;
+    s.unauthorized += g.unauthorized;
+    s.bad_requests += g.refused - g.unauthorized;
+  }
+  return s;
 }
 
 // ---- client ---------------------------------------------------------------------------------------------

@@ -12,6 +12,9 @@
 // Binary bodies carry ETag (xxh3 of the bytes), X-Pulse-Base-Version, X-Pulse-Version, Accept-Ranges, and
 // honour "Range: bytes=N-" (206 + Content-Range), which is how clients resume a cut transfer.
 // Before the first publish, patch/anchor routes answer 503 (clients retry).
+// Plain HTTP is served behind the accept gate (sync/http_gate.h): heads are read and the token checked
+// before any thread or body is spent (408/431/401/404/405/413 with JSON bodies); one request per
+// connection. Every error answer has a JSON body and an ASCII X-Pulse-Error header.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -32,8 +35,9 @@ struct HttpServerOptions {
   std::string port_origin;        ///< where `port` came from (a setting), named when it cannot be bound
   std::string token;              ///< bearer token; "" = no authentication
   std::string tls_cert, tls_key;  ///< PEM paths; both set = HTTPS (OpenSSL), both empty = plain HTTP
-  int threads = 8;                ///< request-handling threads
-  double read_timeout_s = 30, write_timeout_s = 30;
+  int threads = 8;                ///< request-handling threads (authorized requests only, plain HTTP)
+  double read_timeout_s = 30, write_timeout_s = 30;  ///< a stalled body (408) / unread answer is cut after
+  double head_timeout_s = 5;  ///< plain HTTP: a request head must arrive within this of the connect (408)
 };
 
 /// Traffic counters.

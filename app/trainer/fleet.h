@@ -66,6 +66,9 @@ class WorkerFleet {
   std::vector<std::string> live_ids() const { return control_.live_ids(); }
   std::string url() const { return control_.url(); }
 
+  /// The limits every generate report is checked against when it arrives (app/wire/report_check.h).
+  void set_report_limits(const ReportLimits& limits) { control_.set_report_limits(limits); }
+
   uint64_t post(JobKind kind, uint64_t version, int64_t step, const std::vector<JobWork>& work);
   std::vector<WorkerReport> wait(uint64_t seq);
   /// A sync job to `version` for every live worker; returns their reports (by slot).

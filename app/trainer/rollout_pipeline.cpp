@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "app/setup.h"
+#include "app/wire/report_check.h"
 
 using nlohmann::json;
 
@@ -24,37 +25,23 @@ std::pair<size_t, size_t> share(size_t n, size_t workers, size_t w) {
 
 RolloutPipeline::RolloutPipeline(const Config& config, WorkerFleet& fleet,
                                  const std::vector<rl::Problem>& train, RolloutLimits limits)
-    : config_(config), fleet_(fleet), train_(train), lagged_(config.rl.max_lag > 0), limits_(limits) {}
+    : config_(config), fleet_(fleet), train_(train), lagged_(config.rl.max_lag > 0), limits_(limits) {
+  fleet_.set_report_limits(report_limits());
+}
 
-/// A worker's rollouts are checked before GRPO sees them (a worker is a peer: its report is input). Throws
-/// std::runtime_error naming the worker, the rollout and the field.
+/// A worker's rollouts are checked again before GRPO sees them (the control server checked them on arrival;
+/// a checkpoint's pending reports were not). Throws std::runtime_error naming the worker and the field.
 void RolloutPipeline::check_report(const WorkerReport& report, size_t worker, size_t share, int64_t s) const {
-  const std::string who = "rollouts of step " + std::to_string(s) + " from worker " + std::to_string(worker);
-  const size_t expected = share * static_cast<size_t>(config_.rl.group_size);
-  if (report.rollouts.size() != expected)
-    throw std::runtime_error(who + ": " + std::to_string(report.rollouts.size()) + " rollouts, expected " +
-                             std::to_string(share) + " prompts x " + std::to_string(config_.rl.group_size));
-  auto ids_ok = [&](const std::vector<int32_t>& ids) {
-    for (int32_t id : ids)
-      if (id < 0 || id >= limits_.vocab_size) return false;
-    return true;
-  };
-  for (size_t i = 0; i < report.rollouts.size(); ++i) {
-    const rl::Rollout& r = report.rollouts[i];
-    auto fail = [&](const std::string& what) {
-      throw std::runtime_error(who + ", rollout " + std::to_string(i) + ": " + what);
-    };
-    const int64_t g = static_cast<int64_t>(i) / config_.rl.group_size;
-    if (r.problem_index != g || r.group != g) fail("problem_index/group must be " + std::to_string(g));
-    if (r.prompt_ids.empty() || r.response_ids.empty()) fail("empty prompt_ids or response_ids");
-    if (!ids_ok(r.prompt_ids) || !ids_ok(r.response_ids))
-      fail("token id outside the vocabulary [0, " + std::to_string(limits_.vocab_size) + ")");
-    if (static_cast<int64_t>(r.prompt_ids.size() + r.response_ids.size()) > limits_.max_tokens)
-      fail("prompt + response longer than the model's " + std::to_string(limits_.max_tokens) + " positions");
-    for (float lp : r.sampler_logprobs)
-      if (!std::isfinite(lp) || lp > 0) fail("sampler_logprobs must be finite log-probabilities (<= 0)");
-    if (!std::isfinite(r.reward)) fail("reward must be finite");
+  try {
+    check_share_report(report, static_cast<int64_t>(share), report_limits());
+  } catch (const MessageError& e) {
+    throw std::runtime_error("rollouts of step " + std::to_string(s) + " from worker " +
+                             std::to_string(worker) + ": " + e.what());
   }
+}
+
+ReportLimits RolloutPipeline::report_limits() const {
+  return ReportLimits{config_.rl.group_size, limits_.vocab_size, limits_.max_tokens};
 }
 
 uint64_t RolloutPipeline::post_generate(int64_t s, uint64_t version) {

@@ -14,6 +14,7 @@
 #include "app/config.h"
 #include "app/trainer/fleet.h"
 #include "app/wire/messages.h"
+#include "app/wire/report_check.h"
 #include "rl/problem.h"
 #include "rl/rollout.h"
 
@@ -45,6 +46,8 @@ class RolloutPipeline {
 
   bool lagged() const { return lagged_; }
 
+  /// (The constructor gives the fleet's control server the limits every report is checked against.)
+
   /// Lag 1 only, before the first step: the rollouts for `step` come from `pending` (a checkpoint's
   /// pending_json(); must be for `step`) when it is not null, else they are sampled now at `version`
   /// (hash = the trainer's root hash of that version).
@@ -68,6 +71,7 @@ class RolloutPipeline {
   uint64_t post_generate(int64_t s, uint64_t version);
   StepRollouts assemble(int64_t s, uint64_t version, std::vector<WorkerReport> reports) const;
   void check_report(const WorkerReport& report, size_t worker, size_t share, int64_t s) const;
+  ReportLimits report_limits() const;
 
   const Config& config_;
   WorkerFleet& fleet_;

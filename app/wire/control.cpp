@@ -9,6 +9,7 @@
 
 #include "sync/hash.h"
 #include "sync/http_common.h"
+#include "sync/http_gate.h"
 #include "sync/httplib_config.h"
 #include "sync/transport_source.h"
 
@@ -36,15 +37,17 @@ std::string secs(double s) {
   return buf;
 }
 
-std::string error_body(const std::string& message) {
-  return json{{"error", message}}.dump();
-}
-
 // 410 Gone: the key names no live member (dropped, or the trainer restarted); the worker registers again,
 // unless the message says another registration took its name (kReplacedMarker).
 void refuse_gone(httplib::Response& res, const std::string& message) {
-  res.status = 410;
-  res.set_content(error_body(message), "application/json");
+  sync::set_error_response(res, 410, message);
+}
+
+/// A handler's answer: `out` is the body, or the error message when status >= 400.
+void answer(httplib::Response& res, int status, const std::string& out) {
+  if (status >= 400) return sync::set_error_response(res, status, out);
+  res.status = status;
+  res.set_content(out, "application/json");
 }
 
 }  // namespace
@@ -66,9 +69,19 @@ ControlServer::ControlServer(std::string host, int port, std::string token, Regi
       boot_(std::move(bootstrap)),
       tokenizer_bytes_(std::move(tokenizer_bytes)),
       policy_(policy ? *policy : FleetPolicy{n_workers, 30, 600}),
-      server_(std::make_unique<httplib::Server>()),
       none_live_since_(Clock::now()) {
   if (policy_.max_workers < 1) throw std::invalid_argument("control server: max_workers must be >= 1");
+  if (policy_.max_bad_reports <= 0) policy_.max_bad_reports = 2 * policy_.max_workers;
+  // Long polls hold a thread each: room for every member's poll, its reports and heartbeats, and a few
+  // members that replace dead ones.
+  sync::GateOptions gate;
+  gate.threads = static_cast<size_t>(3 * policy_.max_workers + 8);
+  const std::vector<sync::GateRoute> routes = {{"/v1/register", false, {"POST"}, sync::kMaxSmallBodyBytes},
+                                               {"/v1/tokenizer", false, {"GET"}, 0},
+                                               {"/v1/job", false, {"GET"}, 0},
+                                               {"/v1/report", false, {"POST"}, policy_.max_report_bytes},
+                                               {"/v1/heartbeat", false, {"POST"}, sync::kMaxSmallBodyBytes}};
+  server_ = std::make_unique<sync::GatedServer>(token_, routes, gate);
   sync::listen_exclusively(*server_);
   install_routes();
 }
@@ -79,10 +92,15 @@ ControlServer::~ControlServer() {
 
 void ControlServer::install_routes() {
   auto& srv = *server_;
-  // Long polls hold a thread each: room for every member's poll, its reports and heartbeats, and a few
-  // members that replace dead ones.
-  size_t pool = static_cast<size_t>(3 * policy_.max_workers + 8);
-  srv.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
+  srv.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                    httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    // httplib's own refusals (404, 400 unreadable request, ...): JSON bodies too.
+    sync::set_error_response(res, res.status,
+                             "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path +
+                                 (res.status == 404 ? "; routes: " + server_->route_list() : ""));
+    return httplib::Server::HandlerResponse::Handled;
+  }));
   srv.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
@@ -91,8 +109,8 @@ void ControlServer::install_routes() {
       what = e.what();
     } catch (...) {
     }
-    res.status = 400;  // a malformed request: retrying the same bytes cannot help
-    res.set_content(error_body(req.path + ": " + what), "application/json");
+    // A malformed request: retrying the same bytes cannot help.
+    sync::set_error_response(res, 400, req.path + ": " + what);
   });
   srv.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     return sync::authorize_bearer(req, res, token_) ? httplib::Server::HandlerResponse::Unhandled
@@ -102,8 +120,7 @@ void ControlServer::install_routes() {
     int status = 200;
     std::string out;
     handle_register(req.body, status, out);
-    res.status = status;
-    res.set_content(out, "application/json");
+    answer(res, status, out);
   });
   srv.Get("/v1/tokenizer", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(tokenizer_bytes_, "application/octet-stream");
@@ -117,13 +134,8 @@ void ControlServer::install_routes() {
   });
   srv.Get("/v1/job", [this](const httplib::Request& req, httplib::Response& res) {
     uint64_t after = 0;
-    try {
-      after = std::stoull(req.get_param_value("after"));
-    } catch (const std::exception&) {
-      res.status = 400;
-      res.set_content(error_body("expected ?after=SEQ&worker=KEY"), "application/json");
-      return;
-    }
+    if (!sync::parse_decimal_u64(req.get_param_value("after"), after))
+      return sync::set_error_response(res, 400, "query parameter 'after': expected ?after=SEQ&worker=KEY");
     std::unique_lock<std::mutex> lock(mu_);
     Member* m = find_locked(req.get_param_value("worker"));
     if (!m) return refuse_gone(res, gone_message_locked(req.get_param_value("worker"), "job"));
@@ -150,8 +162,7 @@ void ControlServer::install_routes() {
     int status = 200;
     std::string out = "{}";
     handle_report(req.get_param_value("worker"), req.body, status, out);
-    res.status = status;
-    res.set_content(out, "application/json");
+    answer(res, status, out);
   });
 }
 
@@ -159,13 +170,13 @@ void ControlServer::handle_register(const std::string& text, int& status, std::s
   json body = json::parse(text, nullptr, false);
   if (!body.is_object() || (body.contains("worker") && !body["worker"].is_string())) {
     status = 400;
-    out = error_body("expected {\"worker\": name}");
+    out = "expected {\"worker\": name}";
     return;
   }
   const std::string name = body.value("worker", std::string());
   if (!name.empty() && !valid_worker_name(name)) {
     status = 400;
-    out = error_body("worker name '" + name + "': use 1..64 letters, digits, '.', '_' or '-'");
+    out = "worker name '" + sync::printable_ascii(name, 80) + "': use 1..64 letters, digits, '.', '_' or '-'";
     return;
   }
   RegisterReply reply;
@@ -179,9 +190,9 @@ void ControlServer::handle_register(const std::string& text, int& status, std::s
       }
     if (live_count_locked() >= policy_.max_workers) {
       status = 409;
-      out = error_body("the run already has its " + std::to_string(policy_.max_workers) +
-                       " live workers (a dead worker's place frees when its lease of " +
-                       secs(policy_.lease_s) + " s expires)");
+      out = "the run already has its " + std::to_string(policy_.max_workers) +
+            " live workers (a dead worker's place frees when its lease of " + secs(policy_.lease_s) +
+            " s expires)";
       return;
     }
     Member m;
@@ -207,42 +218,80 @@ void ControlServer::handle_register(const std::string& text, int& status, std::s
 void ControlServer::handle_report(const std::string& key, const std::string& text, int& status,
                                   std::string& out) {
   WorkerReport report;
+  std::string unreadable;
   try {
     report = parse_message_text<WorkerReport>(text, "worker report");
   } catch (const MessageError& e) {
-    status = 400;
-    out = error_body(e.what());
-    return;
+    unreadable = e.what();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     Member* m = find_locked(key);
     if (!m) {
       status = 410;
-      out = error_body(gone_message_locked(key, "worker report"));
+      out = gone_message_locked(key, "worker report");
       return;
     }
     m->seen = Clock::now();
-    if (report.seq < first_wire_ || report.seq > wire_) return;  // a report for an earlier job: ignored
-    report.worker = m->slot;
-    report.worker_id = m->id;
-    if (!report.error.empty()) {
+    if (!unreadable.empty()) {
+      status = 400;
+      out = unreadable;
+      refuse_report_locked(*m, unreadable);
+    } else if (report.seq < first_wire_ || report.seq > wire_) {
+      return;  // a report for an earlier job: ignored
+    } else if (!report.error.empty()) {
+      report.worker = m->slot;
       worker_error_ = "worker " + m->id + ": " + report.error;
-    } else if (report.share >= 0) {
-      if (kind_ != JobKind::Generate || report.share >= static_cast<int64_t>(shares_.size())) {
-        status = 400;
-        out = error_body("worker report: no share " + std::to_string(report.share) + " in job seq " +
-                         std::to_string(report.seq));
-        return;
-      }
-      auto& slot = done_[static_cast<size_t>(report.share)];
-      if (!slot) slot = std::move(report);
+      m->reported_job = job_id_;
     } else {
-      sync_reports_.push_back(std::move(report));
+      // The meaning, before the report counts: a share of this job (or -1: a sync-only report, which a
+      // member holding no share of a generate job sends too), rollouts that fit it.
+      std::string bad;
+      const auto n_shares = static_cast<int64_t>(shares_.size());
+      if (kind_ == JobKind::Generate && (report.share < -1 || report.share >= n_shares)) {
+        bad = "field 'share': " + std::to_string(report.share) + " is not a share of job seq " +
+              std::to_string(report.seq) + " (0.." + std::to_string(n_shares - 1) +
+              ", or -1 for a sync only)";
+      } else if (kind_ != JobKind::Generate && report.share != -1) {
+        bad = "field 'share': " + std::to_string(report.share) + " in a report for a " +
+              job_kind_name(kind_) + " job (no shares)";
+      } else if (kind_ == JobKind::Generate && report.share >= 0 && limits_.group_size > 0) {
+        try {
+          check_share_report(report,
+                             static_cast<int64_t>(shares_[static_cast<size_t>(report.share)].problems.size()),
+                             limits_);
+        } catch (const MessageError& e) {
+          bad = std::string("share ") + std::to_string(report.share) + ": " + e.what();
+        }
+      }
+      if (!bad.empty()) {
+        status = 422;
+        out = "worker report: " + bad;
+        refuse_report_locked(*m, out);
+      } else {
+        report.worker = m->slot;
+        report.worker_id = m->id;
+        if (report.share >= 0) {
+          auto& slot = done_[static_cast<size_t>(report.share)];
+          if (!slot) slot = std::move(report);
+        } else {
+          sync_reports_.push_back(std::move(report));
+        }
+        m->reported_job = job_id_;
+      }
     }
-    m->reported_job = job_id_;
   }
   cv_.notify_all();
+}
+
+void ControlServer::refuse_report_locked(Member& m, const std::string& why) {
+  bad_reports_ += 1;
+  drop_locked(m, "sent a bad report (" + sync::printable_ascii(why, 300) + ")");
+  if (bad_reports_ > policy_.max_bad_reports && worker_error_.empty())
+    worker_error_ = "step " + std::to_string(step_) + ": " + std::to_string(bad_reports_) +
+                    " bad worker reports for one job (more than " + std::to_string(policy_.max_bad_reports) +
+                    "; every worker that reports is faulty?); the last, from worker " + m.id + ": " +
+                    sync::printable_ascii(why, 300);
 }
 
 ControlServer::Member* ControlServer::find_locked(const std::string& key) {
@@ -281,6 +330,7 @@ void ControlServer::sweep_locked() {
 
 void ControlServer::drop_locked(Member& m, const std::string& why) {
   m.live = false;
+  last_drop_ = "worker " + m.id + " " + why;
   events_.drops += 1;
   int64_t shares = 0, prompts = 0;
   for (size_t i = 0; i < shares_.size(); ++i) {
@@ -395,7 +445,7 @@ void ControlServer::stop() {
   }
   cv_.notify_all();
   if (sweeper_.joinable()) sweeper_.join();
-  if (server_) server_->stop();
+  if (server_) server_->shutdown();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -404,6 +454,11 @@ int ControlServer::port() const {
 }
 std::string ControlServer::url() const {
   return "http://" + host_ + ":" + std::to_string(port_);
+}
+
+void ControlServer::set_report_limits(const ReportLimits& limits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limits_ = limits;
 }
 
 void ControlServer::set_bootstrap(RegisterReply bootstrap) {
@@ -484,6 +539,7 @@ uint64_t ControlServer::post_job(JobKind kind, uint64_t version, int64_t step,
     done_.assign(shares_.size(), std::nullopt);
     sync_reports_.clear();
     worker_error_.clear();
+    bad_reports_ = 0;
     std::vector<int64_t> live;
     for (const auto& m : members_)
       if (m.live) live.push_back(m.slot);
@@ -502,7 +558,8 @@ std::vector<WorkerReport> ControlServer::wait_job(uint64_t id, const std::functi
     if (live_count_locked() == 0 && seconds_since(none_live_since_) > policy_.no_worker_timeout_s)
       throw std::runtime_error("no inference worker alive for " + secs(policy_.no_worker_timeout_s) +
                                " s (transport.no_worker_timeout_s) at step " + std::to_string(step_) +
-                               ": start `pulse worker --trainer " + url() + "`");
+                               ": start `pulse worker --trainer " + url() + "`" +
+                               (last_drop_.empty() ? "" : "; the last drop: " + last_drop_));
     cv_.wait_for(lock, std::chrono::milliseconds(100));
     lock.unlock();
     if (check) check();

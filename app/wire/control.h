@@ -9,7 +9,9 @@
 //   GET  /v1/tokenizer                      -> the tokenizer file (octet-stream)
 //   GET  /v1/job?after=SEQ&worker=KEY       -> long poll: the current Job once its seq > SEQ and it holds
 //                                              something for this member (204 after ~10 s without one)
-//   POST /v1/report?worker=KEY WorkerReport -> 200; a report with an error aborts the trainer's wait
+//   POST /v1/report?worker=KEY WorkerReport -> 200; a report with an error aborts the trainer's wait;
+//                                              400 (unreadable) / 422 (fails app/wire/report_check.h), the
+//                                              message naming the field: the worker is dropped as faulty
 //   POST /v1/heartbeat?worker=KEY           -> 200 (renews the lease)
 // A KEY the server does not know (dropped after missing its lease, or a restarted trainer) is 410 Gone: the
 // worker registers again. When a newer registration took the member's name, the 410 message holds
@@ -25,6 +27,17 @@
 // the same policy version. A sync job completes when every live member reported it (late joiners catch up
 // through an anchor plus patches before they get work). With no live member the trainer waits, and fails
 // after no_worker_timeout_s.
+//
+// Faulty workers. A report that cannot be read (400) or whose meaning is wrong (422: a share the job does
+// not have, rollouts that do not match the share, token ids outside the vocabulary, ...) never counts: its
+// worker is dropped at once, as if it had missed its lease, and its unfinished shares go to the live
+// workers. When every worker is faulty the run does not spin: they are all dropped and the trainer waits for
+// a new one up to no_worker_timeout_s (then fails naming the last drop), and a job that collects more than
+// max_bad_reports bad reports (faulty workers registering again) fails at once with the last one's reason.
+//
+// The server is a sync::GatedServer (sync/http_gate.h): heads are read and the token checked before a
+// request thread or a body is spent; bodies are limited per route (413); unknown routes are 404 and wrong
+// methods 405 (with Allow); every error answer has a JSON body and an ASCII X-Pulse-Error header.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -39,9 +52,10 @@
 #include <vector>
 
 #include "app/wire/messages.h"
+#include "app/wire/report_check.h"
 
-namespace httplib {
-class Server;
+namespace pulse::sync {
+class GatedServer;
 }
 
 namespace pulse::app {
@@ -59,6 +73,8 @@ struct FleetPolicy {
   int64_t max_workers = 1;           ///< live members at most (409 beyond); also the shares per generate job
   double lease_s = 30;               ///< a member silent this long is dropped
   double no_worker_timeout_s = 600;  ///< waits throw after this long with no live member
+  uint64_t max_report_bytes = 256ull << 20;  ///< a POST /v1/report body at most (413 beyond)
+  int64_t max_bad_reports = 0;  ///< bad reports one job tolerates before it fails; 0 = 2 x max_workers
 };
 
 /// Counters of membership events since the server started (cumulative).
@@ -83,6 +99,9 @@ class ControlServer {
   std::string url() const;
   /// Replaces the register answer (e.g. once the patch server's URL is known). Thread-safe.
   void set_bootstrap(RegisterReply bootstrap);
+  /// The limits generate reports are checked against on arrival (check_share_report); until set (group_size
+  /// 0) only their form and share are checked. Thread-safe.
+  void set_report_limits(const ReportLimits& limits);
 
   /// Blocks until max_workers members are live, or at least one is and `grace_s` passed since the first
   /// joined; `check` is called about every 100 ms (it may throw to abort, e.g. when a worker thread died).
@@ -129,14 +148,17 @@ class ControlServer {
   bool complete_locked() const;
   void install_routes();
   void handle_register(const std::string& body, int& status, std::string& out);
+  /// Sets `status` and `out` (the answer body, or the error message when status >= 400).
   void handle_report(const std::string& key, const std::string& body, int& status, std::string& out);
+  /// A bad report from `m`: drops it (faulty) and counts it against the job; `why` names the field.
+  void refuse_report_locked(Member& m, const std::string& why);
 
   std::string host_, token_;
   int port_;
   RegisterReply boot_;
   std::string tokenizer_bytes_;
   FleetPolicy policy_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<sync::GatedServer> server_;
   std::thread thread_, sweeper_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -153,6 +175,9 @@ class ControlServer {
   std::vector<std::optional<WorkerReport>> done_;  ///< share -> its report
   std::vector<WorkerReport> sync_reports_;         ///< sync-only reports of the current job
   std::string worker_error_;
+  ReportLimits limits_;
+  int64_t bad_reports_ = 0;  ///< of the current job
+  std::string last_drop_;    ///< why the last member was dropped ("" = none yet)
   FleetEvents events_;
   std::chrono::steady_clock::time_point none_live_since_;
   bool any_live_before_ = false;

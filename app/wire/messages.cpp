@@ -1,17 +1,69 @@
 #include "app/wire/messages.h"
 
+#include <limits>
+#include <type_traits>
+
 namespace pulse::app::detail {
 
 using nlohmann::json;
 
-/// j[key] into dst; a missing key or a wrong type throws MessageError naming the field.
+template <typename T>
+struct is_vector : std::false_type {};
+template <typename U>
+struct is_vector<std::vector<U>> : std::true_type {};
+
+/// One JSON value into dst. Integers are taken only when they fit T exactly: nlohmann would wrap 2^32+5
+/// into an int32 5 and truncate 5.7 to 5; a value that does not fit throws MessageError with the value and
+/// T's range. Lists are read item by item, an item's problem named by its index.
+template <typename T>
+void get_value(const json& v, T& dst) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using Lim = std::numeric_limits<T>;
+    const std::string range = "[" + std::to_string(Lim::min()) + ", " + std::to_string(Lim::max()) + "]";
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(Lim::max()))
+        throw MessageError(std::to_string(u) + " is outside the integer range " + range);
+      dst = static_cast<T>(u);
+    } else if (v.is_number_integer()) {
+      const int64_t i = v.get<int64_t>();
+      if ((Lim::is_signed && i < static_cast<int64_t>(Lim::min())) || (!Lim::is_signed && i < 0) ||
+          (Lim::is_signed && i > static_cast<int64_t>(Lim::max())))
+        throw MessageError(std::to_string(i) + " is outside the integer range " + range);
+      dst = static_cast<T>(i);
+    } else {
+      const std::string shown = v.dump();
+      throw MessageError("must be an integer in " + range + ", got " + shown.substr(0, 40));
+    }
+  } else if constexpr (is_vector<T>::value && !std::is_same_v<T, std::vector<bool>>) {
+    if (!v.is_array()) throw MessageError(std::string("type must be array, but is ") + v.type_name());
+    T out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      try {
+        get_value(v[i], out[i]);
+      } catch (const MessageError& e) {
+        throw MessageError("item " + std::to_string(i) + ": " + e.what());
+      } catch (const json::exception& e) {
+        const std::string what = e.what();
+        const auto close = what.find("] ");
+        throw MessageError("item " + std::to_string(i) + ": " +
+                           (close == std::string::npos ? what : what.substr(close + 2)));
+      }
+    }
+    dst = std::move(out);
+  } else {
+    v.get_to(dst);
+  }
+}
+
+/// j[key] into dst (get_value); a missing key or a wrong type throws MessageError naming the field.
 template <typename T>
 void get_field(const json& j, const char* key, T& dst) {
   if (!j.is_object()) throw MessageError(std::string("expected an object with field '") + key + "'");
   auto it = j.find(key);
   if (it == j.end()) throw MessageError(std::string("field '") + key + "' is missing");
   try {
-    it->get_to(dst);
+    get_value(*it, dst);
   } catch (const MessageError& e) {
     throw MessageError(std::string("field '") + key + "': " + e.what());
   } catch (const json::exception& e) {
