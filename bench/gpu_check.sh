@@ -23,6 +23,8 @@
 #             test_kernels_cuda and kernels_report first, then pulse
 #   tests     build-gpu/test_kernels_cuda
 #   bench     build-gpu/pulse bench kernels --json
+#   speed     kernels_report --gpu-elements 1 G --model qwen2.5-7b (issue 33: hash, diff, apply at real
+#             sizes; the 7B-shaped sync stages; "speed_issue33" in the JSON)
 #   grpo      a few GRPO steps of the embedded default on the GPU: configs/default.toml shortened (60 SFT
 #             steps, 4 GRPO steps, no Pass@1) with --set run.device=cuda; per-step times, bit_identical
 #             (every worker's root hash == the trainer's), worker versions and how many worker syncs
@@ -245,6 +247,27 @@ else
   skip bench "no built pulse or no GPU"
 fi
 
+# ---- speed (issue 33): the hash, diff/compact and apply at real sizes, the 7B-shaped sync stages ------------
+# A block of its own (h-speed); kernels_report needs no LibTorch, so the prebuilt one serves too. Sizes:
+# PULSE_GPU_CHECK_LARGE_ELEMENTS (default 1 G elements per tensor) and PULSE_GPU_CHECK_MODEL_SCALE (default
+# 1: Qwen2.5-7B's real 7.6 G elements, ~100 GB of device memory; 2 or 4 where less fits or time is short).
+speed_steps() {
+  local kr=""
+  if [ -x build-gpu/kernels_report ]; then
+    kr=build-gpu/kernels_report
+  elif [ -x "$pre/kernels_report" ]; then
+    kr="$pre/kernels_report"
+  fi
+  if [ -z "$kr" ] || ! $gpu; then
+    skip speed "no kernels_report or no GPU"
+    return
+  fi
+  step speed 300 env LD_LIBRARY_PATH="$root/$pre:${LD_LIBRARY_PATH:-}" "$kr" --json --no-cpu \
+    --elements "$elements" --gpu-elements "${PULSE_GPU_CHECK_LARGE_ELEMENTS:-1073741824}" \
+    --model qwen2.5-7b --model-scale "${PULSE_GPU_CHECK_MODEL_SCALE:-1}" --no-model-cpu --reps 3
+}
+speed_steps
+
 # ---- grpo: a few GRPO steps of the embedded default on the GPU (run.device = cuda) --------------------------
 # The policy, SFT, GRPO, the FP32 masters and both worker threads' models on cuda:0; PULSESync between them
 # through host memory as on the CPU. A LibTorch without CUDA fails at once naming run.device and the reason.
@@ -402,6 +425,27 @@ if g.get("available"):
     }
 else:
     out["summary"] = {"gpu_measured": False, "reason": gpu_reason or g.get("reason") or "no kernels bench ran"}
+# Issue 33's targets (step speed): hash >= 0.5x the device copy, diff/compact and apply >= 0.7x at 1 G
+# elements; the 7B-shaped set at 1%: extract + encode <= 20 ms, apply + verify <= 10 ms.
+sp = last_json("speed.log") or {}
+gl, md = sp.get("gpu_large", {}), (sp.get("model") or {}).get("gpu", {})
+if gl.get("available") or md.get("available"):
+    ks = gl.get("kernels", [])
+    ratio = lambda pre: {f'{k["name"]} @ {k["changed_pct"]:.2f}%': round(k["ratio_to_copy"], 3)
+                         for k in ks if k["name"].startswith(pre)}
+    out["speed_issue33"] = {
+        "large_elements": gl.get("elements"), "d2d_copy_gbps": gl.get("d2d_copy_gbps"),
+        "all_match_cpu": all(k.get("matches_cpu") for k in ks),
+        "tree_hash_ratios": ratio("tree_hash"), "diff_ratios": ratio(("cast_diff", "diff_")),
+        "apply_tensor_ratios": {f'{k["name"]} @ {k["changed_pct"]:.2f}%': round(k.get("tensor_ratio_to_copy", 0), 3)
+                                for k in ks if k["name"].startswith("apply")},
+        "model_stages": md.get("stages"), "model_changed_pct": md.get("changed_pct"),
+        "model_extract_ms": md.get("extract_ms"), "model_apply_verify_ms": md.get("apply_verify_ms"),
+        "model_matches": md.get("matches"),
+        "extract_le_20ms": (md.get("extract_ms") or 1e9) <= 20, "apply_verify_le_10ms": (md.get("apply_verify_ms") or 1e9) <= 10,
+    }
+else:
+    out["speed_issue33"] = {"measured": False, "reason": gpu_reason or "step speed did not run or printed no JSON"}
 tmp = result + ".tmp"
 with open(tmp, "w") as f:
     json.dump(out, f, indent=1)
