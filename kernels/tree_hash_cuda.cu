@@ -84,18 +84,28 @@ __global__ void __launch_bounds__(kLeafThreads)
   if (len < kXxh3LongMinBytes) return;  // the host hashes it (staged)
   const uint8_t* chunk = it.data + local * kTreeHashChunkBytes;
   const bool aligned = it.aligned != 0;
-  const uint64_t blocks = (len - 1) / kXxh3BlockBytes;
-  // Every full block's 16 stripes summed per lane, in parallel (consecutive threads: consecutive words).
-  for (uint64_t i = threadIdx.x; i < blocks * 8; i += kLeafThreads) {
+  const uint64_t blocks = (len - 1) / kXxh3BlockBytes;  // <= 63: the last block is finished below
+  const uint64_t done = blocks * kXxh3BlockBytes;
+  const uint64_t stripes = (len - 1 - done) / 64;
+  // Every full block's 16 stripes summed per lane, and (entry `blocks`) the last block's stripes plus the
+  // last stripe (key at secret byte 121), all in parallel: consecutive threads read consecutive words.
+  for (uint64_t i = threadIdx.x; i < (blocks + 1) * 8; i += kLeafThreads) {
     const int lane = static_cast<int>(i & 7);
-    const uint8_t* block = chunk + (i >> 3) * kXxh3BlockBytes;
     uint64_t sum = 0;
+    if ((i >> 3) < blocks) {
+      const uint8_t* block = chunk + (i >> 3) * kXxh3BlockBytes;
 #pragma unroll
-    for (int s = 0; s < 16; ++s) sum += stripe_lane(block + 64 * s, lane, aligned, params.secret[s + lane]);
+      for (int s = 0; s < 16; ++s) sum += stripe_lane(block + 64 * s, lane, aligned, params.secret[s + lane]);
+    } else {
+      for (uint64_t s = 0; s < stripes; ++s)
+        sum += stripe_lane(chunk + done + 64 * s, lane, aligned, params.secret[s + lane]);
+      sum += stripe_lane(chunk + len - 64, lane, aligned, key_at(params, 192 - 64 - 7 + 8 * lane));
+    }
     contrib[i] = sum;
   }
   __syncthreads();
   if (threadIdx.x < 8) {
+    // The sequential part: the scramble after each full block, then the last block's sum.
     const int lane = static_cast<int>(threadIdx.x);
     constexpr uint64_t kPrime32_1 = 0x9E3779B1u;
     const uint64_t scramble_key = params.secret[16 + lane];
@@ -104,13 +114,7 @@ __global__ void __launch_bounds__(kLeafThreads)
       a += contrib[8 * b + lane];
       a = ((a ^ (a >> 47)) ^ scramble_key) * kPrime32_1;
     }
-    // The last block's stripes (keys from the secret's start), then the last stripe (key at 121).
-    const uint64_t done = blocks * kXxh3BlockBytes;
-    const uint64_t stripes = (len - 1 - done) / 64;
-    for (uint64_t s = 0; s < stripes; ++s)
-      a += stripe_lane(chunk + done + 64 * s, lane, aligned, params.secret[s + lane]);
-    a += stripe_lane(chunk + len - 64, lane, aligned, key_at(params, 192 - 64 - 7 + 8 * lane));
-    acc[lane] = a;
+    acc[lane] = a + contrib[8 * blocks + lane];
   }
   __syncthreads();
   if (threadIdx.x == 0) {
