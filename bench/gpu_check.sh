@@ -36,6 +36,8 @@
 #             host hash of the whole model, process start included:
 #             summary.grpo_0.5b.verify_whole_model_host_ms)
 #   grpo05_lr3e-6  the same at optimizer.lr = 3e-6 (3 GRPO steps), when >= 150 s are left after device_tests
+#   speed     kernels_report --gpu-elements 1 G --model qwen2.5-7b (issue 33: hash, diff, apply at real
+#             sizes; the 7B-shaped sync stages; "speed_issue33" in the JSON)
 #   grpo      a few GRPO steps of the embedded default on the GPU: configs/default.toml shortened (60 SFT
 #             steps, 4 GRPO steps, no Pass@1) with --set run.device=cuda; per-step times, bit_identical
 #             (every worker's root hash == the trainer's), worker versions and how many worker syncs
@@ -309,6 +311,26 @@ else
   skip bench "no built pulse or no GPU"
 fi
 
+# ---- speed (issue 33): the hash, diff/compact and apply at real sizes, the 7B-shaped sync stages ------------
+# A block of its own (h-speed); kernels_report needs no LibTorch, so the prebuilt one serves too. Sizes:
+# PULSE_GPU_CHECK_LARGE_ELEMENTS (default 1 G elements per tensor) and PULSE_GPU_CHECK_MODEL_SCALE (default
+# 1: Qwen2.5-7B's real 7.6 G elements, ~100 GB of device memory; 2 or 4 where less fits or time is short).
+speed_steps() {
+  local kr=""
+  if [ -x build-gpu/kernels_report ]; then
+    kr=build-gpu/kernels_report
+  elif [ -x "$pre/kernels_report" ]; then
+    kr="$pre/kernels_report"
+  fi
+  if [ -z "$kr" ] || ! $gpu; then
+    skip speed "no kernels_report or no GPU"
+    return
+  fi
+  step speed 300 env LD_LIBRARY_PATH="$root/$pre:${LD_LIBRARY_PATH:-}" "$kr" --json --no-cpu \
+    --elements "$elements" --gpu-elements "${PULSE_GPU_CHECK_LARGE_ELEMENTS:-1073741824}" \
+    --model qwen2.5-7b --model-scale "${PULSE_GPU_CHECK_MODEL_SCALE:-1}" --no-model-cpu --reps 3
+}
+
 # ---- grpo05: a few GRPO steps of configs/gpu-0.5b.toml (Qwen2.5-0.5B shape) on the GPU ------------------
 # The config as it is (BF16, FP32 masters, lr 1e-6, two workers on the GPU, the real Qwen2 tokenizer), with
 # the SFT warm start cut to 20 steps and no Pass@1: the step breakdown and the sync's bytes, not learning.
@@ -372,6 +394,13 @@ elif [ "$(left)" -ge 150 ]; then
     --set run.dir="$work/grpo05_lr3e-6_run"
 else
   skip grpo05_lr3e-6 "less than 150 s of the time budget left"
+fi
+
+# ---- speed (issue 33), after the 0.5B steps (issue 30's check comes first), when >= 200 s are left ------
+if [ "$(left)" -ge 200 ]; then
+  speed_steps
+else
+  skip speed "less than 200 s of the time budget left"
 fi
 
 # ---- grpo: a few GRPO steps of the embedded default on the GPU (run.device = cuda), when time is left ------

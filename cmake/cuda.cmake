@@ -86,7 +86,11 @@ list(REMOVE_ITEM PULSE_KERNELS_BENCH_SOURCES ${PROJECT_SOURCE_DIR}/bench/kernels
 if(PULSE_KERNELS_BENCH_SOURCES)
   add_library(pulse_kernels_bench STATIC ${PULSE_KERNELS_BENCH_SOURCES})
   target_include_directories(pulse_kernels_bench PUBLIC ${PROJECT_SOURCE_DIR})
-  target_link_libraries(pulse_kernels_bench PUBLIC pulse_kernels nlohmann_json::nlohmann_json)
+  target_link_libraries(pulse_kernels_bench PUBLIC pulse_kernels nlohmann_json::nlohmann_json PkgConfig::ZSTD)
+  # The model stages' CPU part runs tiny in test_kernels (tests/kernels/test_model_stages.cpp).
+  if(TARGET test_kernels)
+    target_link_libraries(test_kernels PRIVATE pulse_kernels_bench)
+  endif()
   if(PULSE_HAVE_CUDA)
     target_compile_definitions(pulse_kernels_bench PRIVATE PULSE_CUDA=1)
     target_link_libraries(pulse_kernels_bench PRIVATE pulse_kernels_cuda)

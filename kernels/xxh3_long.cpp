@@ -35,19 +35,6 @@ void xxh3_long_accumulate_block(Xxh3LongState& state, const uint8_t* block) {
   XXH3_scrambleAcc_scalar(state.acc, XXH3_kSecret + kScrambleKey);
 }
 
-uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t len) {
-  // XXH3_hashLong_internal_loop after its block loop, then XXH3_hashLong_64b_internal's merge.
-  const uint64_t done = xxh3_long_block_bytes(len);
-  const uint64_t stripes = (len - 1 - done) / XXH_STRIPE_LEN;
-  for (uint64_t s = 0; s < stripes; ++s)
-    XXH3_accumulate_512_scalar(state.acc, input + done + s * XXH_STRIPE_LEN,
-                               XXH3_kSecret + s * XXH_SECRET_CONSUME_RATE);
-  XXH3_accumulate_512_scalar(state.acc, input + len - XXH_STRIPE_LEN,
-                             XXH3_kSecret + sizeof(XXH3_kSecret) - XXH_STRIPE_LEN - XXH_SECRET_LASTACC_START);
-  return XXH3_mergeAccs(state.acc, XXH3_kSecret + XXH_SECRET_MERGEACCS_START,
-                        static_cast<uint64_t>(len) * XXH_PRIME64_1);
-}
-
 // ---------------------------------------------------------------------------------------------------
 // The block loop, one variant per ISA. XXH3 adds each stripe's contribution (data ^ key: low x high 32
 // bits, plus the data with its 64-bit lanes swapped in pairs) to the accumulators and scrambles only at
@@ -65,6 +52,14 @@ void accumulate_portable(Xxh3LongState& state, const uint8_t* data, uint64_t blo
       XXH3_accumulate_512(state.acc, block + s * XXH_STRIPE_LEN, XXH3_kSecret + s * XXH_SECRET_CONSUME_RATE);
     XXH3_scrambleAcc(state.acc, XXH3_kSecret + kScrambleKey);
   }
+}
+
+/// Accumulates `n` consecutive stripes at `data` with keys key + 8 s (no scramble): the last block's
+/// stripes and the last stripe of xxh3_long_finish. Vectorized since a tree hash (kernels/tree_hash.h)
+/// finishes one XXH3 per 64 KiB chunk: libxxhash's scalar stripes there cost ~10% of the chunk's time.
+void stripes_portable(Xxh3LongState& state, const uint8_t* data, uint64_t n, const uint8_t* key) {
+  for (uint64_t s = 0; s < n; ++s)
+    XXH3_accumulate_512(state.acc, data + s * XXH_STRIPE_LEN, key + s * XXH_SECRET_CONSUME_RATE);
 }
 
 #ifdef PULSE_KERNELS_X86
@@ -103,6 +98,14 @@ PULSE_XXH3_AVX512 void accumulate_avx512(Xxh3LongState& state, const uint8_t* da
   _mm512_store_si512(state.acc, acc);
 }
 
+PULSE_XXH3_AVX512 void stripes_avx512(Xxh3LongState& state, const uint8_t* data, uint64_t n,
+                                      const uint8_t* key) {
+  __m512i acc = _mm512_load_si512(state.acc);
+  for (uint64_t s = 0; s < n; ++s)
+    acc = _mm512_add_epi64(acc, stripe_avx512(data + 64 * s, _mm512_loadu_si512(key + 8 * s)));
+  _mm512_store_si512(state.acc, acc);
+}
+
 /// Half a stripe's contribution (kernels/xxh3_simd.h), loaded from p.
 PULSE_XXH3_AVX2 __attribute__((always_inline)) inline __m256i stripe_avx2(const uint8_t* p,
                                                                           const uint8_t* key) {
@@ -133,18 +136,37 @@ PULSE_XXH3_AVX2 void accumulate_avx2(Xxh3LongState& state, const uint8_t* data, 
   _mm256_store_si256(reinterpret_cast<__m256i*>(state.acc), acc0);
   _mm256_store_si256(reinterpret_cast<__m256i*>(state.acc + 4), acc1);
 }
+
+PULSE_XXH3_AVX2 void stripes_avx2(Xxh3LongState& state, const uint8_t* data, uint64_t n, const uint8_t* key) {
+  __m256i acc0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(state.acc));
+  __m256i acc1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(state.acc + 4));
+  for (uint64_t s = 0; s < n; ++s) {
+    acc0 = _mm256_add_epi64(acc0, stripe_avx2(data + 64 * s, key + 8 * s));
+    acc1 = _mm256_add_epi64(acc1, stripe_avx2(data + 64 * s + 32, key + 8 * s + 32));
+  }
+  _mm256_store_si256(reinterpret_cast<__m256i*>(state.acc), acc0);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(state.acc + 4), acc1);
+}
 #endif
 
 using AccumulateFn = void (*)(Xxh3LongState&, const uint8_t*, uint64_t);
+using StripesFn = void (*)(Xxh3LongState&, const uint8_t*, uint64_t, const uint8_t*);
+
+/// One variant: the block loop and the finish's stripes, on the same ISA.
+struct Xxh3Variant {
+  AccumulateFn fn = nullptr;
+  StripesFn stripes = nullptr;
+  const char* isa = nullptr;
+};
 
 /// The variants this CPU can run, fastest first (portable last), and the forced one.
-VariantSelector<KernelVariant<AccumulateFn>, 3>& selector() {
-  static VariantSelector<KernelVariant<AccumulateFn>, 3> s([](auto add) {
+VariantSelector<Xxh3Variant, 3>& selector() {
+  static VariantSelector<Xxh3Variant, 3> s([](auto add) {
 #ifdef PULSE_KERNELS_X86
-    if (cpu_has(kNeedsAvx512)) add(KernelVariant<AccumulateFn>{accumulate_avx512, "avx512"});
-    if (cpu_has(kNeedsAvx2)) add(KernelVariant<AccumulateFn>{accumulate_avx2, "avx2"});
+    if (cpu_has(kNeedsAvx512)) add(Xxh3Variant{accumulate_avx512, stripes_avx512, "avx512"});
+    if (cpu_has(kNeedsAvx2)) add(Xxh3Variant{accumulate_avx2, stripes_avx2, "avx2"});
 #endif
-    add(KernelVariant<AccumulateFn>{accumulate_portable, "portable"});
+    add(Xxh3Variant{accumulate_portable, stripes_portable, "portable"});
   });
   return s;
 }
@@ -153,6 +175,18 @@ VariantSelector<KernelVariant<AccumulateFn>, 3>& selector() {
 
 void xxh3_long_accumulate(Xxh3LongState& state, const uint8_t* data, uint64_t blocks) {
   if (blocks) selector().current().fn(state, data, blocks);
+}
+
+uint64_t xxh3_long_finish(Xxh3LongState& state, const uint8_t* input, uint64_t len) {
+  // XXH3_hashLong_internal_loop after its block loop, then XXH3_hashLong_64b_internal's merge.
+  const uint64_t done = xxh3_long_block_bytes(len);
+  const uint64_t stripes = (len - 1 - done) / XXH_STRIPE_LEN;
+  const StripesFn fn = selector().current().stripes;
+  fn(state, input + done, stripes, XXH3_kSecret);
+  fn(state, input + len - XXH_STRIPE_LEN, 1,
+     XXH3_kSecret + sizeof(XXH3_kSecret) - XXH_STRIPE_LEN - XXH_SECRET_LASTACC_START);
+  return XXH3_mergeAccs(state.acc, XXH3_kSecret + XXH_SECRET_MERGEACCS_START,
+                        static_cast<uint64_t>(len) * XXH_PRIME64_1);
 }
 
 uint64_t xxh3_64bits(const void* data, uint64_t len) {

@@ -18,6 +18,7 @@
 #include "kernels/cuda_device_buffer.h"
 
 #include "kernels/patch_apply_cuda.h"
+#include "kernels/tree_hash_cuda.h"
 #include "kernels/xxh3_cuda.h"
 #endif
 
@@ -112,14 +113,22 @@ void scatter(uint16_t* w, uint64_t n, const VarintForm& f, bool delta, uint16_t*
                      kc::apply_error_name(st.error) + " at " + std::to_string(st.at));
 }
 
-/// XXH3-64 of weights[k] for each k in `which`, in batches of xxh3_64_cuda_many (kernels/xxh3_cuda.h).
+/// The tensor hash of weights[k] for each k in `which` under `scheme` (the patch's format version): tree
+/// (kernels/tree_hash_cuda.h, one batch) or XXH3-64 (batches of xxh3_64_cuda_many, kernels/xxh3_cuda.h).
 std::vector<uint64_t> device_hashes(const std::vector<DeviceMutableTensor>& weights,
-                                    const std::vector<size_t>& which, cudaStream_t s, ApplyScratch& scratch) {
+                                    const std::vector<size_t>& which, HashScheme scheme, cudaStream_t s,
+                                    ApplyScratch& scratch) {
   std::vector<const void*> ptrs;
   std::vector<uint64_t> lens, hashes(which.size());
   for (size_t k : which) {
     ptrs.push_back(weights[k].data);
     lens.push_back(2 * static_cast<uint64_t>(numel(weights[k].shape)));
+  }
+  if (scheme == HashScheme::Tree) {
+    const size_t ws_bytes = kc::tree_hash_cuda_workspace_bytes(lens.data(), lens.size());
+    kc::tree_hash_cuda_many(ptrs.data(), lens.data(), lens.size(), scratch.hash_ws.get(ws_bytes), ws_bytes, s,
+                            hashes.data());
+    return hashes;
   }
   const size_t ws_bytes =
       kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), kc::kXxh3CudaWorkspaceCap);
@@ -138,6 +147,7 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
   const Container c = parse_container(data, size, true);
   const PatchInfo& info = c.info;
   const bool delta = info.values == ValueMode::Delta;
+  const HashScheme scheme = hash_scheme_of_format(info.format_version);
 
   for (const auto& w : weights) {
     if (w.dtype != DType::BF16 && w.dtype != DType::F16)
@@ -167,7 +177,7 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
       const auto& t = info.tensors[k];
       if (!trusted || (t.changed == 0 && t.index_coding != kIndexDense)) hashed.push_back(target_of[k]);
     }
-    const std::vector<uint64_t> h = device_hashes(weights, hashed, s, scratch);
+    const std::vector<uint64_t> h = device_hashes(weights, hashed, scheme, s, scratch);
     for (size_t i = 0; i < hashed.size(); ++i) current[hashed[i]] = h[i];
   }
   if (check_patch_roots(info, target_of, views, current, options.trusted_root)) return false;
@@ -202,7 +212,7 @@ bool apply_patch_cuda(std::vector<DeviceMutableTensor>& weights, const uint8_t* 
     std::vector<size_t> patched, written;  // patch tensor indices, and their weights
     for (size_t k = 0; k < info.tensors.size(); ++k)
       if (applied[k]) patched.push_back(k), written.push_back(target_of[k]);
-    const std::vector<uint64_t> after = device_hashes(weights, written, s, scratch);
+    const std::vector<uint64_t> after = device_hashes(weights, written, scheme, s, scratch);
     for (size_t i = 0; i < patched.size() && failure.empty(); ++i) {
       const auto& t = info.tensors[patched[i]];
       if (after[i] != t.target_hash)

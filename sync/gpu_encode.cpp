@@ -16,7 +16,7 @@
 #include "kernels/cuda_device_buffer.h"
 
 #include "kernels/diff_emit16_cuda.h"
-#include "kernels/xxh3_cuda.h"
+#include "kernels/tree_hash_cuda.h"
 #endif
 
 namespace pulse::sync {
@@ -78,15 +78,15 @@ std::vector<uint64_t> tensor_bytes(const std::vector<DeviceTensor>& tensors,
   return lens;
 }
 
-/// XXH3-64 of every tensor's base weights, or of its targets, in the patch's tensor order (`lens`: their
-/// tensor_bytes), in batches of xxh3_64_cuda_many that fit `ws`.
+/// The tensor hash (format 3: tree, kernels/tree_hash_cuda.h) of every tensor's base weights, or of its
+/// targets, in the patch's tensor order (`lens`: their tensor_bytes), in one batch in `ws`.
 std::vector<uint64_t> device_hashes(const std::vector<DeviceTensor>& tensors,
                                     const std::vector<size_t>& order, const std::vector<uint64_t>& lens,
                                     bool targets, DeviceBuffer& ws, size_t ws_bytes, cudaStream_t s) {
   std::vector<const void*> ptrs;
   for (size_t o : order) ptrs.push_back(targets ? target_of(tensors[o]) : tensors[o].weights);
   std::vector<uint64_t> hashes(order.size());
-  kc::xxh3_64_cuda_many(ptrs.data(), lens.data(), lens.size(), ws.p, ws_bytes, s, hashes.data());
+  kc::tree_hash_cuda_many(ptrs.data(), lens.data(), lens.size(), ws.p, ws_bytes, s, hashes.data());
   return hashes;
 }
 
@@ -197,8 +197,7 @@ std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors,
   const size_t ws_bytes = kc::emit16_cuda_workspace_bytes(max_n);
   std::vector<HostTensor> encoded(order.size());
   const std::vector<uint64_t> lens = tensor_bytes(tensors, order);
-  const size_t hash_ws_bytes =
-      kc::xxh3_cuda_many_workspace_capped(lens.data(), lens.size(), kc::kXxh3CudaWorkspaceCap);
+  const size_t hash_ws_bytes = kc::tree_hash_cuda_workspace_bytes(lens.data(), lens.size());
   DeviceBuffer hash_ws(hash_ws_bytes);
   // The base before any scan: with masters the cast overwrites it in place.
   if (hash_base) {

@@ -1,6 +1,6 @@
 // The encoder for weights that live on a GPU: the scan (BF16 cast of the FP32 masters, diff against the
 // previous BF16 weights, compaction into the varint-gap streams) and the tensor hashes run on the device
-// (kernels/diff_emit16_cuda.h, kernels/xxh3_cuda.h); only the streams (a few bytes per change) and the
+// (kernels/diff_emit16_cuda.h, kernels/tree_hash_cuda.h); only the streams (a few bytes per change) and the
 // hashes come to the host, which picks each tensor's index coding, compresses and lays out the container
 // exactly as encode_patch does (sync/patch_encode.cpp, sync/FORMAT.md): for the same weights the two
 // produce the same bytes. 2-byte dtypes (BF16, F16) only; anchors stay on the CPU (encode_anchor).
@@ -39,10 +39,11 @@ bool cuda_encode_available(std::string* why = nullptr);
 /// encode_patch (sync/patch.h) of the base held in tensors[i].weights against the target (the cast of
 /// tensors[i].master, or tensors[i].target), the same bytes for the same options: the base is hashed on
 /// the device unless options.known_base_root / known_base_tensor_hashes (in the order of `tensors`) say
-/// it (before the scans, all tensors in batches of kernels/xxh3_cuda.h xxh3_64_cuda_many; the targets
-/// likewise after them). Queues everything on `stream` (nullptr = the default stream) and returns when the
-/// patch is built. Throws PatchError for another dtype, a missing pointer, repeated names, or when CUDA is
-/// not available (naming why); std::runtime_error for a CUDA failure. Not thread safe for the same tensors.
+/// it (before the scans, all tensors in one batch of kernels/tree_hash_cuda.h tree_hash_cuda_many; the
+/// targets likewise after them). Queues everything on `stream` (nullptr = the default stream) and returns
+/// when the patch is built. Throws PatchError for another dtype, a missing pointer, repeated names, or when
+/// CUDA is not available (naming why); std::runtime_error for a CUDA failure. Not thread safe for the same
+/// tensors.
 std::vector<uint8_t> encode_patch_cuda(const std::vector<DeviceTensor>& tensors, const PatchOptions& options,
                                        CUstream_st* stream = nullptr);
 

@@ -98,8 +98,54 @@ uint64_t Xxh3Stream::digest() const {
   return kx::xxh3_long_finish_tail(state, tail, total_ - pending_ - 64, total_);
 }
 
-uint64_t tensor_hash(const TensorView& tensor) {
-  return xxh3_64(tensor.data, tensor.nbytes);
+void TreeLeaves::add(uint64_t leaf) {
+  if (count_++ == 0) first_ = leaf;
+  uint8_t bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(leaf >> (8 * i));
+  combine_.update(bytes, 8);
+}
+
+uint64_t TreeLeaves::digest() const {
+  if (count_ == 0) return kx::xxh3_64bits(nullptr, 0);
+  return count_ == 1 ? first_ : combine_.digest();
+}
+
+TensorHashBlocks::TensorHashBlocks(uint64_t len, HashScheme scheme)
+    : len_(len), scheme_(scheme), flat_(len) {}
+
+void TensorHashBlocks::add(const uint8_t* input, uint64_t end) {
+  if (scheme_ == HashScheme::Xxh3) return flat_.add(input, end);
+  const uint64_t chunks = kx::tree_hash_chunks(len_);
+  for (; next_chunk_ < chunks; ++next_chunk_) {
+    const uint64_t at = next_chunk_ * kx::kTreeHashChunkBytes;
+    const uint64_t bytes = kx::tree_hash_chunk_len(len_, next_chunk_);
+    if (at + bytes > end) break;
+    tree_.add(kx::xxh3_64bits(input + at, bytes));
+  }
+}
+
+void TensorHashBlocks::save_tail(const uint8_t* input) {
+  if (scheme_ == HashScheme::Xxh3) flat_.save_tail(input);
+  saved_ = true;
+}
+
+uint64_t TensorHashBlocks::finish(const uint8_t* input) {
+  if (scheme_ == HashScheme::Xxh3) return flat_.finish(input);
+  add(input, len_);
+  return tree_.digest();
+}
+
+uint64_t TensorHashBlocks::finish_saved() {
+  if (scheme_ == HashScheme::Xxh3) return flat_.finish_saved();
+  if (!saved_) throw std::logic_error("TensorHashBlocks::finish_saved without save_tail");
+  if (next_chunk_ != kx::tree_hash_chunks(len_))
+    throw std::logic_error("TensorHashBlocks::finish_saved: the chunks were not all added");
+  return tree_.digest();
+}
+
+uint64_t tensor_hash(const TensorView& tensor, HashScheme scheme) {
+  return scheme == HashScheme::Tree ? kx::tree_hash64(tensor.data, tensor.nbytes)
+                                    : xxh3_64(tensor.data, tensor.nbytes);
 }
 
 namespace {

@@ -1,16 +1,29 @@
-// Content hashes that prove a worker's weights equal the trainer's: XXH3-64 (seed 0), computed by
-// kernels/xxh3_long.h (AVX-512 / AVX2 / portable, chosen at run time) for inputs of 241 bytes and more and
-// by libxxhash below that; the value is XXH3_64bits on every path.
+// Content hashes that prove a worker's weights equal the trainer's. A tensor's hash is, by the patch's
+// format version (sync/FORMAT.md, "Hashes"), the tree hash of kernels/tree_hash.h (version 3: XXH3-64 of
+// 64 KiB chunks, combined) or XXH3-64 of its bytes (versions 1 and 2); XXH3 runs on kernels/xxh3_long.h
+// (AVX-512 / AVX2 / portable, chosen at run time) for inputs of 241 bytes and more and libxxhash below.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kernels/tree_hash.h"
 #include "kernels/xxh3_long.h"
 #include "sync/io/tensor_view.h"
 
 namespace pulse::sync {
+
+/// What a tensor hash is (sync/FORMAT.md, "Hashes"). Both prove the same thing, the exact bytes.
+enum class HashScheme : uint8_t {
+  Xxh3 = 0,  ///< XXH3-64 of the tensor's bytes: format versions 1 and 2
+  Tree = 1,  ///< kernels/tree_hash.h: XXH3-64 of 64 KiB chunks, combined: format version 3 (written now)
+};
+
+/// The scheme of a patch of format version `format_version` (1 and 2: Xxh3; 3: Tree).
+constexpr HashScheme hash_scheme_of_format(uint32_t format_version) {
+  return format_version >= 3 ? HashScheme::Tree : HashScheme::Xxh3;
+}
 
 /// XXH3-64 (seed 0) of n bytes (data may be null when n is 0), on the fastest variant of this CPU
 /// (kernels::xxh3_64bits: measured in cache ~46 GB/s AVX-512, ~37 GB/s AVX2, ~25 GB/s portable vs
@@ -74,10 +87,48 @@ class Xxh3Stream {
   uint8_t buffer_[kernels::kXxh3BlockBytes];
 };
 
-/// XXH3-64 of the tensor's bytes (dtype/shape not included), through xxh3_64. Reentrant.
-uint64_t tensor_hash(const TensorView& tensor);
+/// The tree hash's combine, fed leaf by leaf (kernels/tree_hash.h tree_hash_combine of every leaf added
+/// so far): what a pass that hashes a tensor 64 KiB chunk by chunk (the encoder's scan, the apply pass)
+/// keeps per tensor. No allocation; not thread safe (one object per tensor).
+class TreeLeaves {
+ public:
+  void add(uint64_t leaf);
+  uint64_t digest() const;
+  uint64_t count() const { return count_; }
 
-/// Root hash of a model: XXH3-64 over (name, dtype, shape, tensor_hash) of the tensors sorted by name.
+ private:
+  Xxh3Stream combine_;
+  uint64_t count_ = 0, first_ = 0;
+};
+
+/// A tensor hash of either scheme taken while a pass walks the tensor front to back, with Xxh3Blocks'
+/// contract (add / save_tail / finish / finish_saved; the apply pass's 64 KiB blocks). Tree: add() hashes
+/// every whole chunk below `end` (and the last one once `end` reaches len) while it is in cache, so
+/// save_tail keeps nothing and finish_saved needs every chunk added. Not thread safe; no allocation.
+class TensorHashBlocks {
+ public:
+  TensorHashBlocks(uint64_t len, HashScheme scheme);
+  void add(const uint8_t* input, uint64_t end);
+  void save_tail(const uint8_t* input);
+  uint64_t finish(const uint8_t* input);
+  /// Throws std::logic_error (as Xxh3Blocks) when save_tail was not called or add() did not reach len.
+  uint64_t finish_saved();
+
+ private:
+  uint64_t len_;
+  HashScheme scheme_;
+  Xxh3Blocks flat_;
+  TreeLeaves tree_;
+  uint64_t next_chunk_ = 0;
+  bool saved_ = false;
+};
+
+/// The tensor's hash (dtype/shape not included) under `scheme`: tree (kernels::tree_hash64) or XXH3-64
+/// of its bytes (xxh3_64). Reentrant.
+uint64_t tensor_hash(const TensorView& tensor, HashScheme scheme = HashScheme::Tree);
+
+/// Root hash of a model: XXH3-64 over (name, dtype, shape, tensor_hash) of the tensors sorted by name
+/// (of either scheme: the root of a patch uses its version's tensor hashes).
 /// Byte layout of the hashed record (all u64 little-endian): n_tensors, then per tensor name_len, name
 /// bytes, dtype, ndim, dims..., tensor_hash (sync/FORMAT.md).
 uint64_t root_hash(const std::vector<TensorView>& tensors);

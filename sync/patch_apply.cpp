@@ -45,8 +45,8 @@ inline void prefetch_block(const uint8_t* p, size_t n) {
 /// 0.6x memcpy without this read, 0.9-1.1x with it (as the base hash gives the untrusted apply); 7%
 /// (nearly every line written) 0.78-0.82x without, 0.65-0.68x with it, so dense tensors skip it.
 struct ApplyHashes {
-  ApplyHashes(const MutableTensorView& w, bool hash_base, bool read_ahead)
-      : after(w.nbytes), base(w.nbytes), hash_base(hash_base), read_ahead(read_ahead) {
+  ApplyHashes(const MutableTensorView& w, HashScheme scheme, bool hash_base, bool read_ahead)
+      : after(w.nbytes, scheme), base(w.nbytes, scheme), hash_base(hash_base), read_ahead(read_ahead) {
     if (hash_base) base.save_tail(w.data);
   }
   /// Before block [.., end) is written.
@@ -56,7 +56,7 @@ struct ApplyHashes {
     after.add(data, end);
     read_old(data, next);
   }
-  Xxh3Blocks after, base;
+  TensorHashBlocks after, base;
   bool hash_base, read_ahead;
 
  private:
@@ -70,19 +70,21 @@ struct ApplyHashes {
   uint64_t read_ = 0;  // bytes read ahead so far (without the base hash)
 };
 
-/// Applies one tensor's streams to `w`, saving the old values into undo; returns the new xxh3, hashed
-/// 64 KiB block by block right after the block's changes are written (while it is in cache). With
-/// `base_hash`, also returns the xxh3 of the tensor before apply there, hashed block by block right before
-/// the block's changes are written (FORMAT.md, "Apply": the base hashes come out of the same pass).
+/// Applies one tensor's streams to `w`, saving the old values into undo; returns its new tensor hash
+/// (`scheme`: the patch's version's), hashed 64 KiB block by block right after the block's changes are
+/// written (while it is in cache). With `base_hash`, also returns the hash of the tensor before apply there,
+/// hashed block by block right before the block's changes are written (FORMAT.md, "Apply": the base hashes
+/// come out of the same pass).
 template <typename U>
 uint64_t apply_tensor(MutableTensorView& w, const PatchTensorInfo& t, const uint8_t* streams, bool delta,
-                      Undo& undo, uint64_t* base_hash) {
+                      HashScheme scheme, Undo& undo, uint64_t* base_hash) {
   constexpr size_t kw = sizeof(U);
   const uint64_t n = w.nbytes / kw;
   const uint64_t stored = t.index_coding == kIndexDense ? n : t.changed;
   const ValueStreamReader<U> values(streams + t.index_bytes, stored, delta);
   const uint64_t block_elems = kApplyBlockBytes / kw;
-  ApplyHashes hash(w, base_hash != nullptr, t.index_coding != kIndexDense && t.changed * 64 < w.nbytes);
+  ApplyHashes hash(w, scheme, base_hash != nullptr,
+                   t.index_coding != kIndexDense && t.changed * 64 < w.nbytes);
   const auto finish = [&]() {
     undo.applied = true;
     if (base_hash) *base_hash = hash.base.finish_saved();
@@ -211,6 +213,7 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
   const Container c = parse_container(data, size, true);
   const PatchInfo& info = c.info;
   const bool delta = info.values == ValueMode::Delta;
+  const HashScheme scheme = hash_scheme_of_format(info.format_version);
 
   // Sizes, then names, dtypes, shapes: the weights must be exactly the patch's tensor set.
   for (const auto& w : weights) {
@@ -249,7 +252,7 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
     std::stable_sort(by_size.begin(), by_size.end(),
                      [&](size_t a, size_t b) { return weights[a].nbytes > weights[b].nbytes; });
     parallel_for(by_size.size(), threads,
-                 [&](size_t o) { current[by_size[o]] = tensor_hash(weights[by_size[o]].view()); });
+                 [&](size_t o) { current[by_size[o]] = tensor_hash(weights[by_size[o]].view(), scheme); });
     if (check_patch_roots(info, target_of, views, current, options.trusted_root)) return false;
   } else {
     check_target_root_table(info, target_of, views);  // before the weights are touched
@@ -267,7 +270,7 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
     const auto& t = info.tensors[k];
     auto& w = weights[target_of[k]];
     if (untouched(k)) {
-      if (!rollback && !trusted) current[target_of[k]] = tensor_hash(w.view());
+      if (!rollback && !trusted) current[target_of[k]] = tensor_hash(w.view(), scheme);
       after[k] = current[target_of[k]];
       return;
     }
@@ -276,19 +279,19 @@ bool apply_patch(std::vector<MutableTensorView>& weights, const uint8_t* data, s
     switch (dtype_size(t.dtype)) {
       case 1:
         rollback ? rollback_tensor<uint8_t>(w, t, s, undo[k])
-                 : void(after[k] = apply_tensor<uint8_t>(w, t, s, delta, undo[k], base));
+                 : void(after[k] = apply_tensor<uint8_t>(w, t, s, delta, scheme, undo[k], base));
         break;
       case 2:
         rollback ? rollback_tensor<uint16_t>(w, t, s, undo[k])
-                 : void(after[k] = apply_tensor<uint16_t>(w, t, s, delta, undo[k], base));
+                 : void(after[k] = apply_tensor<uint16_t>(w, t, s, delta, scheme, undo[k], base));
         break;
       case 4:
         rollback ? rollback_tensor<uint32_t>(w, t, s, undo[k])
-                 : void(after[k] = apply_tensor<uint32_t>(w, t, s, delta, undo[k], base));
+                 : void(after[k] = apply_tensor<uint32_t>(w, t, s, delta, scheme, undo[k], base));
         break;
       default:
         rollback ? rollback_tensor<uint64_t>(w, t, s, undo[k])
-                 : void(after[k] = apply_tensor<uint64_t>(w, t, s, delta, undo[k], base));
+                 : void(after[k] = apply_tensor<uint64_t>(w, t, s, delta, scheme, undo[k], base));
         break;
     }
   };

@@ -12,9 +12,10 @@
 namespace pulse::sync {
 
 constexpr char kPatchMagic[8] = {'P', 'U', 'L', 'S', 'E', 'S', 'Y', 'N'};
-/// The version this code writes. Version 2 (this one) lets a chunk end before chunk_bytes raw bytes (the
-/// encoder ends one at every tensor group); version 1 filled every chunk but the last. Both are read.
-constexpr uint32_t kPatchFormatVersion = 2;
+/// The version this code writes. Version 3 (this one) has the layout of version 2 with tree tensor hashes
+/// (sync/hash.h HashScheme::Tree); version 2 lets a chunk end before chunk_bytes raw bytes (the encoder
+/// ends one at every tensor group); version 1 filled every chunk but the last. All three are read.
+constexpr uint32_t kPatchFormatVersion = 3;
 constexpr uint32_t kOldestReadableFormatVersion = 1;
 constexpr uint32_t kFlagAnchor = 1;
 

@@ -1,5 +1,5 @@
-// Encoder: diff scan (SIMD, fused with the emission of the streams and the xxh3 hashes: one pass over
-// memory), per-tensor index coding choice, byte-plane value streams, then the chunked container
+// Encoder: diff scan (SIMD, fused with the emission of the streams and the tree hashes' chunks: one pass
+// over memory), per-tensor index coding choice, byte-plane value streams, then the chunked container
 // (sync/patch_container.cpp), compressed straight from the stream buffers.
 #include <algorithm>
 #include <cstring>
@@ -9,6 +9,7 @@
 
 #include "kernels/diff_emit16.h"
 #include "kernels/diff_scan.h"
+#include "kernels/tree_hash.h"
 #include "kernels/xxh3_long.h"
 #include "sync/hash.h"
 #include "sync/index_coding.h"
@@ -80,24 +81,18 @@ void reserve_block(EncodedTensor& out, uint64_t changes, uint64_t tail_bytes, ui
 /// Scans base vs target (n elements of type U) block by block: the SIMD diff masks (kernels/diff_scan.h),
 /// then, per changed element, its varint gap (head byte + tail bytes) and its stored value's bytes,
 /// written straight into the streams; both sides are hashed while the block is in L2 (sets
-/// out.info.target_hash and, with hash_base, out.base_hash). 2-byte elements go through the fused kernel
-/// of kernels/diff_emit16.h.
+/// out.info.target_hash and, with hash_base, out.base_hash: tree hashes, a block being one leaf chunk).
+/// 2-byte elements go through the fused kernel of kernels/diff_emit16.h.
 template <typename U>
 void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool delta, EncodedTensor& out,
                  bool hash_base) {
+  static_assert(kScanBlockBytes == kernels::kTreeHashChunkBytes, "a scan block is one tree hash leaf");
   constexpr size_t w = sizeof(U);
-  Xxh3Stream base_hash, target_hash;
-  // The SIMD kernels for 2-byte elements (AVX-512, AVX2) accumulate XXH3 from the registers they scan with
-  // (long inputs); the streams then stay untouched.
-  const bool fused = sizeof(U) == 2 && diff_emit16_fuses_hash() && n * w >= kXxh3LongMinBytes;
+  TreeLeaves base_leaves, target_leaves;
+  // The SIMD kernels for 2-byte elements (AVX-512, AVX2) accumulate each chunk's XXH3 blocks from the
+  // registers they scan with (chunks of 241 bytes and more); the chunk's last block is finished from L2.
+  const bool fuses = sizeof(U) == 2 && diff_emit16_fuses_hash();
   Xxh3LongState base_state, target_state;
-  Emit16Hash fused_hash;
-  if (fused) {
-    xxh3_long_init(base_state);
-    xxh3_long_init(target_state);
-    fused_hash = {hash_base ? &base_state : nullptr, &target_state, xxh3_long_block_bytes(n * w),
-                  xxh3_default_secret()};
-  }
   const uint64_t block_elems = kScanBlockBytes / w;  // a multiple of kDiffGroup
   std::vector<uint64_t> masks(sizeof(U) == 2 ? 0 : block_elems / kDiffGroup);
   uint64_t next = 0;    // position after the previous change (gap origin)
@@ -106,6 +101,16 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
     const uint64_t cnt = std::min(block_elems, n - start);
     const uint8_t* a = base + start * w;
     const uint8_t* b = target + start * w;
+    const uint64_t chunk_bytes = cnt * w;
+    const bool fused = fuses && chunk_bytes >= kXxh3LongMinBytes;
+    Emit16Hash fused_hash;
+    if (fused) {
+      xxh3_long_init(base_state);
+      xxh3_long_init(target_state);
+      // block_bytes counts from the tensor's start (a chunk starts at a multiple of 1024 bytes).
+      fused_hash = {hash_base ? &base_state : nullptr, &target_state,
+                    start * w + xxh3_long_block_bytes(chunk_bytes), xxh3_default_secret()};
+    }
     if constexpr (sizeof(U) == 2) {
       reserve_block(out, cnt, emit16_tail_room(cnt), n, start);
       Emit16Cursor c{out.head.data() + out.head.size(),
@@ -151,12 +156,16 @@ void scan_tensor(const uint8_t* base, const uint8_t* target, uint64_t n, bool de
           out.planes[p].set_size(static_cast<size_t>(v[p] - out.planes[p].data()));
       }
     }
-    if (fused) continue;
-    if (hash_base) base_hash.update(a, cnt * w);  // else the caller knows the base's hash
-    target_hash.update(b, cnt * w);
+    if (fused) {
+      if (hash_base) base_leaves.add(xxh3_long_finish(base_state, a, chunk_bytes));
+      target_leaves.add(xxh3_long_finish(target_state, b, chunk_bytes));
+    } else {
+      if (hash_base) base_leaves.add(kernels::xxh3_64bits(a, chunk_bytes));  // else the caller knows it
+      target_leaves.add(kernels::xxh3_64bits(b, chunk_bytes));
+    }
   }
-  if (hash_base) out.base_hash = fused ? xxh3_long_finish(base_state, base, n * w) : base_hash.digest();
-  out.info.target_hash = fused ? xxh3_long_finish(target_state, target, n * w) : target_hash.digest();
+  if (hash_base) out.base_hash = base_leaves.digest();
+  out.info.target_hash = target_leaves.digest();
 }
 
 /// The bitmap index stream (FORMAT.md coding 1) of the changes held as varint gaps in e.head/e.tail.
@@ -207,7 +216,7 @@ void encode_tensor_typed(const TensorView& base, const TensorView& target, bool 
     for (auto& p : out.planes) p.reserve(guess);
     scan_tensor<U>(base.data, target.data, n, delta, out, hash_base);
   } else {
-    out.info.target_hash = xxh3_64(target.data, target.nbytes);
+    out.info.target_hash = tensor_hash(target);
   }
 
   const uint64_t k = anchor ? n : out.head.size();

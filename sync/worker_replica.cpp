@@ -55,7 +55,8 @@ bool WorkerReplica::try_apply(std::vector<uint8_t>& blob, SyncStats& stats) {
       // looking, never repairing them.
       auto mv = weights_.mutable_views();
       ApplyOptions options;
-      if (!info.anchor) options.trusted_root = root_hash_;
+      if (!info.anchor && hash_scheme_of_format(info.format_version) == hash_scheme_of_format(root_format_))
+        options.trusted_root = root_hash_;
       apply_patch(mv, blob.data(), blob.size(), options);
     }
     version_ = info.target_version;
@@ -74,6 +75,7 @@ bool WorkerReplica::try_apply(std::vector<uint8_t>& blob, SyncStats& stats) {
       hashes[i] = it->target_hash;
     }
     root_hash_ = pulse::sync::root_hash(views, hashes);
+    root_format_ = info.format_version;
     if (root_hash_ != info.target_root_hash) {
       // apply_patch verified every tensor hash, so this means names/dtypes/shapes disagree: a codec bug.
       throw std::logic_error("replica '" + id_ + "' root hash " + hash_hex(root_hash_) + " != patch target " +

@@ -64,6 +64,9 @@ class WorkerReplica {
   OwnedTensors weights_;
   uint64_t version_ = 0;
   uint64_t root_hash_ = 0;
+  /// The format version of the patch root_hash_ came from: a root is trusted only by a patch whose
+  /// tensor hashes are of the same scheme (sync/hash.h), e.g. not across the switch to format 3.
+  uint32_t root_format_ = 0;
 };
 
 }  // namespace pulse::sync

@@ -13,10 +13,10 @@
 #include "app/cli_checks.h"
 #include "app/cmd/commands.h"
 #include "bench/sync_bench_cli.h"
-#include "sync/io/atomic_file.h"
 #include "sync/hash.h"
-#include "sync/patch.h"
+#include "sync/io/atomic_file.h"
 #include "sync/io/safetensors.h"
+#include "sync/patch.h"
 
 namespace pulse::app {
 
@@ -197,9 +197,10 @@ void cmd_verify(const SyncCliOptions& o) {
       problems.push_back("tensor '" + t.name + "' is missing from the model");
     } else if (m->dtype != t.dtype || m->shape != t.shape) {
       problems.push_back("tensor '" + t.name + "' has a different dtype or shape");
-    } else if (sync::tensor_hash(*m) != t.target_hash) {
-      problems.push_back("tensor '" + t.name + "' hash " + sync::hash_hex(sync::tensor_hash(*m)) +
-                         " != target " + sync::hash_hex(t.target_hash));
+    } else if (const uint64_t h = sync::tensor_hash(*m, sync::hash_scheme_of_format(info.format_version));
+               h != t.target_hash) {
+      problems.push_back("tensor '" + t.name + "' hash " + sync::hash_hex(h) + " != target " +
+                         sync::hash_hex(t.target_hash));
     }
   }
   if (model.tensors().size() != info.tensors.size())

@@ -4,11 +4,14 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <xxhash.h>
 
 #include "bench/kernels/kernels_report.h"
+#include "bench/kernels/model_stages.h"
 #include "kernels/diff_emit16.h"
 #include "kernels/loco_gate.h"
 #include "kernels/xxh3_long.h"
@@ -171,11 +174,66 @@ nlohmann::json run_cpu_kernels_bench(const KernelsBenchOptions& o) {
           {"xxh3_long_default", pulse::kernels::xxh3_long_isa()}};
 }
 
+namespace {
+
+/// The model stages of run_kernels_bench, one block per device.
+std::string model_stages_table(const nlohmann::json& model) {
+  std::string s;
+  char line[256];
+  for (const char* part : {"cpu", "gpu"}) {
+    const auto& m = model[part];
+    if (m.contains("skipped") || !m.value("available", true)) {
+      s += std::string("\nmodel stages, ") + part + ": not run (" +
+           m.value("reason", std::string("skipped")) + ")\n";
+      continue;
+    }
+    std::snprintf(
+        line, sizeof line,
+        "\n%s stages on %s (scale 1/%d): %llu tensors, %llu elements, %.3f%% changed, streams %llu B "
+        "(zstd %llu B)%s\n",
+        model.value("name", std::string("?")).c_str(), m.value("device", std::string("?")).c_str(),
+        m.value("scale", 1), static_cast<unsigned long long>(m.value("tensors", 0ull)),
+        static_cast<unsigned long long>(m.value("elements", 0ull)), m.value("changed_pct", 0.0),
+        static_cast<unsigned long long>(m.value("stream_bytes", 0ull)),
+        static_cast<unsigned long long>(m.value("compressed_bytes", 0ull)),
+        m.value("matches", false) ? "" : "  APPLIED != TARGET");
+    s += line;
+    for (const auto& x : m["stages"]) {
+      std::snprintf(line, sizeof line, "  %-42s %10.3f ms %10.2f GB/s\n",
+                    x.value("stage", std::string("?")).c_str(), x.value("ms", 0.0), x.value("gbps", 0.0));
+      s += line;
+    }
+    std::snprintf(line, sizeof line, "  extract + encode %.3f ms, apply + verify %.3f ms\n",
+                  m.value("extract_ms", 0.0), m.value("apply_verify_ms", 0.0));
+    s += line;
+  }
+  return s;
+}
+
+}  // namespace
+
 nlohmann::json run_kernels_bench(const KernelsBenchOptions& o) {
+  if (!o.model.empty() && o.model != "qwen2.5-7b")
+    throw std::invalid_argument("unknown model '" + o.model + "' (known: qwen2.5-7b)");
   nlohmann::json out{{"elements", o.elements}, {"reps", o.reps}};
   out["cpu"] = o.cpu ? run_cpu_kernels_bench(o) : nlohmann::json{{"skipped", "--no-cpu"}};
   out["gpu"] =
       o.gpu ? run_gpu_kernels_bench(o) : nlohmann::json{{"available", false}, {"reason", "--no-gpu"}};
+  if (o.gpu && o.gpu_elements) {
+    KernelsBenchOptions large = o;
+    large.elements = o.gpu_elements;
+    out["gpu_large"] = run_gpu_kernels_bench(large);
+  }
+  if (!o.model.empty()) {
+    ModelStagesOptions m;
+    m.scale = o.model_scale;
+    m.changed = o.model_changed;
+    m.reps = o.reps;
+    out["model"] = {{"name", o.model},
+                    {"cpu", o.model_cpu ? run_model_stages_cpu(m) : nlohmann::json{{"skipped", true}}},
+                    {"gpu", o.gpu ? run_model_stages_gpu(m)
+                                  : nlohmann::json{{"available", false}, {"reason", "--no-gpu"}}}};
+  }
   return out;
 }
 
@@ -218,14 +276,19 @@ std::string kernels_bench_table(const nlohmann::json& r) {
     if (r["cpu"].contains("xxh3_long"))
       rows("CPU xxh3_64bits (1 thread, GB/s of the input, vs memcpy of it)", r["cpu"]["xxh3_long"]);
   }
-  const auto& g = r["gpu"];
-  if (!g.value("available", false)) {
-    s += "\nGPU: not run (" + g.value("reason", std::string("unknown")) + ")\n";
-  } else {
-    s += "\nGPU " + g.value("device", std::string("?")) + ": device-to-device copy " +
-         std::to_string(g.value("d2d_copy_gbps", 0.0)) + " GB/s (read + write)\n";
-    rows("GPU kernels (GB/s = bytes read + written per second)", g["kernels"]);
+  for (const char* part : {"gpu", "gpu_large"}) {
+    if (!r.contains(part)) continue;
+    const auto& g = r[part];
+    if (!g.value("available", false)) {
+      s += "\nGPU: not run (" + g.value("reason", std::string("unknown")) + ")\n";
+    } else {
+      s += "\nGPU " + g.value("device", std::string("?")) + ", " + std::to_string(g.value("elements", 0ull)) +
+           " elements: device-to-device copy " + std::to_string(g.value("d2d_copy_gbps", 0.0)) +
+           " GB/s (read + write)\n";
+      rows("GPU kernels (GB/s = bytes read + written per second)", g["kernels"]);
+    }
   }
+  if (r.contains("model")) s += model_stages_table(r["model"]);
   return s;
 }
 

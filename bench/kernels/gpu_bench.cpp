@@ -24,6 +24,8 @@
 #include "kernels/loco_gate.h"
 #include "kernels/loco_gate_cuda.h"
 #include "kernels/patch_apply_cuda.h"
+#include "kernels/tree_hash.h"
+#include "kernels/tree_hash_cuda.h"
 #include "kernels/xxh3_cuda.h"
 #endif
 
@@ -230,11 +232,34 @@ nlohmann::json run_gpu_kernels_bench(const KernelsBenchOptions& o) {
       });
       rows.push_back(kernel_row("xxh3_64_many (256 tensors, one batch)", 0.0, t, 2.0 * n, copy_gbps,
                                 got_pieces == want_pieces));
+
+      // The tree hash (format 3's tensor hash, kernels/tree_hash_cuda.h): the whole tensor, and the 256
+      // pieces in one batch, against the CPU's kernels::tree_hash64.
+      uint64_t one_len = 2 * n, got_tree = 0;
+      const void* one_ptr = target.p;
+      const size_t tree_one_bytes = kc::tree_hash_cuda_workspace_bytes(&one_len, 1);
+      Dev tree_ws(std::max(tree_one_bytes, kc::tree_hash_cuda_workspace_bytes(lens.data(), kPieces)));
+      t = best_of(o.reps, [&] {
+        kc::tree_hash_cuda_many(&one_ptr, &one_len, 1, tree_ws.p, tree_one_bytes, nullptr, &got_tree);
+      });
+      rows.push_back(kernel_row("tree_hash (bf16 tensor)", 0.0, t, 2.0 * n, copy_gbps,
+                                got_tree == k::tree_hash64(h_target.data(), 2 * n)));
+      std::vector<uint64_t> want_tree(kPieces);
+      for (size_t i = 0; i < kPieces; ++i)
+        want_tree[i] = k::tree_hash64(h_target.data() + n * i / kPieces, lens[i]);
+      const size_t tree_many_bytes = kc::tree_hash_cuda_workspace_bytes(lens.data(), kPieces);
+      t = best_of(o.reps, [&] {
+        kc::tree_hash_cuda_many(ptrs.data(), lens.data(), kPieces, tree_ws.p, tree_many_bytes, nullptr,
+                                got_pieces.data());
+      });
+      rows.push_back(kernel_row("tree_hash_many (256 tensors, one batch)", 0.0, t, 2.0 * n, copy_gbps,
+                                got_pieces == want_tree));
     }
   }
 
-  // The PULSELoCo gate on a synthetic round (bench/kernels_bench.cpp's data).
-  if (n <= (uint64_t{1} << 32)) {
+  // The PULSELoCo gate on a synthetic round (bench/kernels_bench.cpp's data); not at --gpu-elements sizes
+  // (its host reference would take minutes there).
+  if (n <= (uint64_t{1} << 28)) {
     std::normal_distribution<float> delta(0.0f, 2e-6f);
     std::vector<float> g(n), l(n), r(n, 0.0f), rv(n), vv(n);
     std::vector<uint32_t> iv(n);

@@ -19,6 +19,15 @@ struct KernelsBenchOptions {
   int reps = 5;                           ///< repetitions; the best time of each is reported
   bool cpu = true;                        ///< run the CPU variants
   bool gpu = true;                        ///< run the CUDA kernels (when built with them and a GPU is there)
+  /// Elements per tensor of a second GPU pass at real sizes (1-2 G: launch and tail effects gone), its
+  /// rows under "gpu_large"; 0 = none. The "gpu" rows keep `elements`.
+  uint64_t gpu_elements = 0;
+  /// "" or "qwen2.5-7b": also the end-to-end sync stages on that model's tensor set
+  /// (bench/kernels/model_stages.h) under "model": {"cpu", "gpu"}.
+  std::string model;
+  int model_scale = 1;          ///< qwen25_7b_shapes(scale): 1 = real sizes; tests run it at 64+
+  double model_changed = 0.01;  ///< fraction of BF16 elements the model step changes
+  bool model_cpu = true;        ///< run the model stages on the CPU too (7B at scale 1 needs ~80 GB)
 };
 
 /// The CPU part: {"diff_emit16": [...], "loco_gate": [...], "xxh3_long": [...]} with, per variant and
@@ -32,7 +41,8 @@ nlohmann::json run_cpu_kernels_bench(const KernelsBenchOptions& options);
 /// bytes moved (read + written), GB/s, ratio to the copy and "matches_cpu" (bench/kernels/gpu_bench.cpp).
 nlohmann::json run_gpu_kernels_bench(const KernelsBenchOptions& options);
 
-/// Both parts as one object: {"elements", "reps", "cpu", "gpu"}.
+/// Both parts as one object: {"elements", "reps", "cpu", "gpu"}, plus "gpu_large" and "model" when asked
+/// for. Throws std::invalid_argument for an unknown model name.
 nlohmann::json run_kernels_bench(const KernelsBenchOptions& options);
 
 /// A readable table of run_kernels_bench's result.

@@ -1,7 +1,8 @@
 // kernels_report: `pulse bench kernels` without LibTorch (bench/kernels/kernels_report.h), so that a build
 // made on a machine with nvcc but no GPU can be carried to a GPU machine and run there.
 //
-//   kernels_report [--json] [--elements N] [--reps R] [--no-cpu] [--no-gpu]
+//   kernels_report [--json] [--elements N] [--reps R] [--no-cpu] [--no-gpu] [--gpu-elements N]
+//                  [--model qwen2.5-7b] [--model-scale S] [--no-model-cpu]
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -30,6 +31,18 @@ int main(int argc, char** argv) {
       o.elements = static_cast<uint64_t>(value(1, 1ll << 31));
     } else if (a == "--reps") {
       o.reps = static_cast<int>(value(1, 1000));
+    } else if (a == "--gpu-elements") {
+      o.gpu_elements = static_cast<uint64_t>(value(0, 1ll << 31));
+    } else if (a == "--model") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "kernels_report: --model needs a name (qwen2.5-7b)\n");
+        return 2;
+      }
+      o.model = argv[++i];
+    } else if (a == "--model-scale") {
+      o.model_scale = static_cast<int>(value(1, 4096));
+    } else if (a == "--no-model-cpu") {
+      o.model_cpu = false;
     } else if (a == "--no-cpu") {
       o.cpu = false;
     } else if (a == "--no-gpu") {
@@ -38,7 +51,8 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "kernels_report: unknown option %s\nusage: kernels_report [--json] [--elements N] [--reps R] "
-          "[--no-cpu] [--no-gpu]\n",
+          "[--no-cpu] [--no-gpu] [--gpu-elements N] [--model qwen2.5-7b] [--model-scale S] "
+          "[--no-model-cpu]\n",
           a.c_str());
       return 2;
     }

@@ -1,5 +1,6 @@
-// Container format versions (sync/FORMAT.md): version 2 ends a chunk at every tensor group, version 1
-// patches (every chunk but the last full) stay readable, unknown versions are refused by name.
+// Container format versions (sync/FORMAT.md): version 2 ends a chunk at every tensor group (so does 3, with
+// tree tensor hashes), version 1 patches (every chunk but the last full) stay readable, unknown versions
+// are refused by name. A real version 2 patch: tests/sync/test_format_v2_fixture.cpp.
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -30,7 +31,8 @@ void set_version(std::vector<uint8_t>& patch, uint32_t version) {
 
 }  // namespace
 
-TEST_CASE("version 2 ends a chunk at every tensor group, each chunk fits chunk_bytes", "[sync][patch]") {
+TEST_CASE("version 2 and later end a chunk at every tensor group, each chunk fits chunk_bytes",
+          "[sync][patch]") {
   // 3 tensors of 4 MiB each: three groups, so at least three chunks although the payload is far below
   // the 4 MiB chunk size.
   const test::Bf16Model t = make(3, 2u << 20);
@@ -39,7 +41,7 @@ TEST_CASE("version 2 ends a chunk at every tensor group, each chunk fits chunk_b
   const std::vector<uint8_t> patch = encode_patch(t.views(t.base), t.views(t.target), opt);
   const Container c = parse_container(patch.data(), patch.size(), true);
   CHECK(c.info.format_version == kPatchFormatVersion);
-  CHECK(kPatchFormatVersion == 2);
+  CHECK(kPatchFormatVersion == 3);
   CHECK(c.chunks.size() == 3);
   for (const auto& e : c.chunks) CHECK(e.raw_bytes <= c.info.chunk_bytes);
   CHECK(c.info.payload_raw_bytes < c.info.chunk_bytes);
@@ -50,7 +52,7 @@ TEST_CASE("version 2 ends a chunk at every tensor group, each chunk fits chunk_b
   CHECK(w == t.target);
 }
 
-TEST_CASE("version 1 patches are read, versions 0 and 3 are refused naming the version", "[sync][patch]") {
+TEST_CASE("version 1 patches are read, versions 0 and 4 are refused naming the version", "[sync][patch]") {
   // One small tensor: a single chunk, which is a valid version 1 layout too.
   const test::Bf16Model t = make(1, 5000);
   std::vector<uint8_t> patch = encode_patch(t.views(t.base), t.views(t.target), PatchOptions{});
@@ -61,10 +63,10 @@ TEST_CASE("version 1 patches are read, versions 0 and 3 are refused naming the v
       {t.names[0], DType::BF16, {5000}, reinterpret_cast<uint8_t*>(w[0].data()), w[0].size() * 2}};
   REQUIRE(apply_patch(views, patch.data(), patch.size(), 1));
   CHECK(w == t.target);
-  for (uint32_t bad : {0u, 3u}) {
+  for (uint32_t bad : {0u, 4u}) {
     set_version(patch, bad);
     CHECK_THROWS_WITH(
         inspect_patch(patch.data(), patch.size()),
-        Catch::Contains("format version " + std::to_string(bad)) && Catch::Contains("versions 1 to 2"));
+        Catch::Contains("format version " + std::to_string(bad)) && Catch::Contains("versions 1 to 3"));
   }
 }

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "sync/io/atomic_file.h"
 #include "sync/hash.h"
+#include "sync/io/atomic_file.h"
 #include "tests/test_paths.h"
 
 using namespace pulse::sync;
@@ -107,4 +107,44 @@ TEST_CASE("xxh3_file equals XXH3_64bits of the file's bytes, also past one 4 MiB
   CHECK(n == big.size());
   std::filesystem::remove(big_path);
   CHECK_THROWS_WITH(pulse::sync::xxh3_file(big_path), Catch::Contains(big_path));
+}
+
+TEST_CASE("TensorHashBlocks fed in 64 KiB pieces equals tensor_hash under both schemes, also saved",
+          "[sync][hash]") {
+  std::mt19937_64 rng(5);
+  std::vector<uint8_t> data(5 * 65536 + 300);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  for (HashScheme scheme : {HashScheme::Xxh3, HashScheme::Tree}) {
+    for (uint64_t len :
+         {0ull, 240ull, 65536ull, 65537ull, 2ull * 65536 + 240, 2ull * 65536 + 241, 5ull * 65536 + 300}) {
+      for (uint64_t piece : {65536ull, 3ull * 65536}) {
+        INFO("scheme " << static_cast<int>(scheme) << " length " << len << " pieces of " << piece);
+        const TensorView view{"t", DType::U8, {static_cast<int64_t>(len)}, data.data(), len};
+        const uint64_t want = tensor_hash(view, scheme);
+        TensorHashBlocks a(len, scheme);
+        for (uint64_t end = piece; end < len; end += piece) a.add(data.data(), end);
+        CHECK(a.finish(data.data()) == want);
+        // The base side of an apply: every piece added before it is overwritten.
+        std::vector<uint8_t> copy(data.begin(), data.begin() + static_cast<long>(len));
+        TensorHashBlocks b(len, scheme);
+        b.save_tail(copy.data());
+        for (uint64_t start = 0; start < len; start += piece) {
+          const uint64_t end = std::min(len, start + piece);
+          b.add(copy.data(), end);
+          for (uint64_t i = start; i < end; ++i) copy[i] ^= 0x5a;
+        }
+        CHECK(b.finish_saved() == want);
+      }
+    }
+  }
+  // The schemes agree up to one chunk and differ past it.
+  const TensorView small{"s", DType::U8, {65536}, data.data(), 65536};
+  const TensorView big{"b", DType::U8, {65537}, data.data(), 65537};
+  CHECK(tensor_hash(small, HashScheme::Tree) == tensor_hash(small, HashScheme::Xxh3));
+  CHECK(tensor_hash(big, HashScheme::Tree) != tensor_hash(big, HashScheme::Xxh3));
+  CHECK(tensor_hash(big) == pulse::kernels::tree_hash64(data.data(), 65537));
+  TensorHashBlocks c(65537, HashScheme::Tree);
+  c.save_tail(data.data());
+  c.add(data.data(), 65536);
+  CHECK_THROWS_AS(c.finish_saved(), std::logic_error);
 }

@@ -213,6 +213,9 @@ static inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32) {
   pulse::cuda_emulation::wait_at(w);  // the exchange is read before the next shuffle overwrites it
   return r;
 }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return static_cast<unsigned long long>((static_cast<unsigned __int128>(a) * b) >> 64);
+}
 static inline int __popc(unsigned x) {
   return __builtin_popcount(x);
 }
