@@ -288,6 +288,8 @@ void sync_fields(FieldTable& t, Config& c) {
         uint_range(&c.sync.retention.keep_anchors, 1));
   t.add("sync", "threads", &po.threads, "codec threads (0 = all cores)", int_range(&po.threads, 0, 1024));
   t.add("sync", "store_on_disk", &c.sync.store_on_disk, "keep patches/anchors under <run dir>/sync", any());
+  t.add("sync", "dense", &c.sync.dense,
+        "bench baseline: workers fetch the full anchor every version (needs anchor_every = 1)", any());
 }
 
 void transport_fields(FieldTable& t, Config& c) {
@@ -693,6 +695,10 @@ void validate_fields(const Config& config_in, const std::string& source, const K
   if ((m.mode == "diloco" || m.mode == "pulseloco") && config.rl.max_lag != 0)
     throw ConfigError(source + ": key 'rl.max_lag' must be 0 with multi.mode = " + m.mode +
                       " (the outer round moves the weights under an in-flight generation)");
+  if (config.sync.dense && config.sync.retention.anchor_every != 1)
+    throw ConfigError(source +
+                      ": key 'sync.dense' needs sync.anchor_every = 1 (an anchor at every version), got " +
+                      std::to_string(config.sync.retention.anchor_every));
   if (!config.transport.tls_cert.empty() != !config.transport.tls_key.empty())
     throw ConfigError(source + ": keys 'transport.tls_cert' and 'transport.tls_key' must be set together");
 }
