@@ -77,8 +77,10 @@ std::string run_label(const WanRun& r) {
 }  // namespace
 
 std::string LinkCase::label() const {
-  return rate_text(real_gbit) + (scaled ? " scaled (" + rate_text(link_gbit) + ")" : " face value") + ", " +
-         fmt(delay_ms, "%.0f") + " ms one-way";
+  const std::string how = !scaled         ? " face value"
+                          : link_gbit > 0 ? " scaled (" + rate_text(link_gbit) + ")"
+                                          : " scaled";  // the rate follows once the model is known
+  return rate_text(real_gbit) + how + ", " + fmt(delay_ms, "%.0f") + " ms one-way";
 }
 
 double scaled_gbit(double real_gbit, double model_dense_bytes) {
