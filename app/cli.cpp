@@ -169,6 +169,7 @@ int run_cli(int argc, char** argv) {
   bench->require_subcommand(1);
   register_model_bench(*bench);
   register_loco_bench(*bench);
+  register_wan_bench(*bench);
   register_kernels_bench(*bench);
 
   try {

@@ -217,6 +217,8 @@ void sync_fields(FieldTable& t, Config& c) {
   t.add("sync", "keep_anchors", &c.sync.retention.keep_anchors, "anchors retained");
   t.add("sync", "threads", &po.threads, "codec threads (0 = all cores)");
   t.add("sync", "store_on_disk", &c.sync.store_on_disk, "keep patches/anchors under <run dir>/sync");
+  t.add("sync", "dense", &c.sync.dense,
+        "bench baseline: workers fetch the full anchor every version (needs anchor_every = 1)");
 }
 
 void transport_fields(FieldTable& t, Config& c) {

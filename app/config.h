@@ -129,7 +129,12 @@ struct SyncSection {
   sync::PatchOptions patch;         ///< sync.values, zstd_level, threads (model_id = run.name)
   sync::RetentionPolicy retention;  ///< sync.anchor_every, keep_anchors
   bool store_on_disk = false;       ///< keep patches/anchors under <run dir>/sync (else memory)
-  /// patch.validate(); anchor_every and keep_anchors 1..2^63-1.
+  /// Dense baseline (`pulse bench wan`): every worker fetches the newest full anchor at every version
+  /// instead of a patch, as a trainer without PULSESync ships its whole BF16 weights each step. Needs
+  /// anchor_every = 1 (an anchor at every version). Never faster; for comparisons only.
+  bool dense = false;
+  /// patch.validate(); anchor_every and keep_anchors 1..2^63-1; dense needs
+  /// anchor_every = 1.
   void validate() const;
 };
 

@@ -85,6 +85,9 @@ void SyncSection::validate() const {
   patch.validate();
   count_in("sync.anchor_every", retention.anchor_every, 1);
   count_in("sync.keep_anchors", retention.keep_anchors, 1);
+  if (dense && retention.anchor_every != 1)
+    fail("sync.dense", "needs sync.anchor_every = 1 (an anchor at every version), got " +
+                           std::to_string(retention.anchor_every));
 }
 
 void TransportSection::validate() const {

@@ -16,6 +16,9 @@ void register_model_bench(CLI::App& bench);
 /// `pulse bench loco` (app/cmd/cmd_bench_loco.cpp): ddp vs diloco vs pulseloco with `pulse launch`.
 void register_loco_bench(CLI::App& bench);
 
+/// `pulse bench wan` (app/cmd/cmd_bench_wan.cpp): the modes over emulated slow links (bench/wan_bench.h).
+void register_wan_bench(CLI::App& bench);
+
 /// `pulse reward math|mbpp` (app/cmd/cmd_reward.cpp).
 void register_reward_commands(CLI::App& root);
 

@@ -16,6 +16,7 @@ WorkerSettings worker_settings(const Config& config) {
   s.chat_template = config.tokenizer.chat_template;
   s.dtype = config.model.dtype;
   s.device = config.run.device;
+  s.dense = config.sync.dense;
   return s;
 }
 

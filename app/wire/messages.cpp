@@ -182,8 +182,13 @@ using detail::get_optional;
 using nlohmann::json;
 
 void to_json(json& j, const WorkerSettings& s) {
-  j = json{{"group_size", s.group_size},       {"sampling", s.sampling}, {"seed", s.seed},
-           {"chat_template", s.chat_template}, {"dtype", s.dtype},       {"device", s.device}};
+  j = json{{"group_size", s.group_size},
+           {"sampling", s.sampling},
+           {"seed", s.seed},
+           {"chat_template", s.chat_template},
+           {"dtype", s.dtype},
+           {"device", s.device},
+           {"dense", s.dense}};
 }
 
 void from_json(const json& j, WorkerSettings& s) {
@@ -193,6 +198,7 @@ void from_json(const json& j, WorkerSettings& s) {
   get_field(j, "chat_template", s.chat_template);
   get_field(j, "dtype", s.dtype);
   get_optional(j, "device", s.device);
+  get_optional(j, "dense", s.dense);
 }
 
 void to_json(json& j, const RegisterReply& r) {

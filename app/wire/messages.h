@@ -50,6 +50,7 @@ struct WorkerSettings {
   std::string chat_template = "plain";
   std::string dtype = "float32";  ///< the worker's compute dtype
   std::string device = "cpu";     ///< run.device, resolved by each worker (app/device.h); absent = cpu
+  bool dense = false;             ///< sync.dense: fetch the full anchor every version; absent = false
 };
 
 /// The /v1/register answer: who the worker is in this run and what it needs to start.
@@ -93,9 +94,9 @@ struct SyncReport {
   bool used_anchor = false;
   uint64_t rejected = 0;    ///< patches the replica refused (then repaired from an anchor)
   bool prefetched = false;  ///< the patch came from the background prefetch
-  /// How the model's parameters were brought to the new version (app/worker/device_weights.h weight_load_name):
-  /// "device_patch" (the sync's patches applied on the GPU), "full_copy" (every tensor copied from the
-  /// replica) or "none". Optional on the wire (absent = "none").
+  /// How the model's parameters were brought to the new version (app/worker/device_weights.h
+  /// weight_load_name): "device_patch" (the sync's patches applied on the GPU), "full_copy" (every tensor
+  /// copied from the replica) or "none". Optional on the wire (absent = "none").
   std::string load = "none";
   std::string load_reason;  ///< why a full copy (e.g. "the model's parameters are on cpu"); optional
 };

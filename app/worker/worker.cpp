@@ -16,17 +16,17 @@
 #include <set>
 #include <thread>
 
-#include "app/wire/control.h"
 #include "app/device.h"
-#include "app/worker/device_weights.h"
 #include "app/job.h"
 #include "app/setup.h"
+#include "app/wire/control.h"
+#include "app/worker/device_weights.h"
 #include "model/chat_template.h"
 #include "model/tokenizer.h"
 #include "rl/rollout.h"
-#include "sync/io/atomic_file.h"
 #include "sync/hash.h"
 #include "sync/http_common.h"
+#include "sync/io/atomic_file.h"
 #include "sync/transport_fs.h"
 #include "sync/transport_http.h"
 #include "sync/transport_prefetch.h"
@@ -227,6 +227,10 @@ class WorkerSession {
     report.seq = job.seq;
     auto t0 = std::chrono::steady_clock::now();
     const uint64_t hits_before = patches_->hits();
+    // sync.dense (the bench's baseline): drop the weights so that the sync takes the newest anchor, the
+    // whole model, as a trainer without PULSESync would ship it.
+    if (boot_.settings.dense && job.version > replica_.version())
+      replica_ = sync::WorkerReplica(boot_.worker_id);
     sync::WorkerReplica::SyncStats st = replica_.sync_to(*patches_, job.version);
     const double sync_ms = ms_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
@@ -257,7 +261,7 @@ class WorkerSession {
     if (st.steps > 0) log_applied(report);
     // Download the next version's patch in the background while this worker generates (rl.max_lag = 1:
     // the trainer publishes it meanwhile) or waits for the next job; it is applied at the next sync.
-    patches_->start(replica_.version());
+    if (!boot_.settings.dense) patches_->start(replica_.version());  // dense: the next sync takes an anchor
     return report;
   }
 
