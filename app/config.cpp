@@ -24,9 +24,10 @@
 namespace pulse::app {
 namespace {
 
-/// Where a key's value lives: a member of Config or of an algorithm struct inside it. ValueMode is read and
-/// written as its name ("absolute" | "delta").
-using FieldPtr = std::variant<std::string*, int64_t*, double*, bool*, int*, uint64_t*, sync::ValueMode*>;
+/// Where a key's value lives: a member of Config or of an algorithm struct inside it. ValueMode and
+/// LocoValues are read and written as their names ("absolute" | "delta", "fp32" | "ulp").
+using FieldPtr = std::variant<std::string*, int64_t*, double*, bool*, int*, uint64_t*, sync::ValueMode*,
+                              sync::LocoValues*>;
 
 /// One TOML field. `check` returns "" when the value is fine, else what is wrong ("must be >= 1").
 struct Field {
@@ -61,6 +62,10 @@ bool value_mode_from(const std::string& s, sync::ValueMode* m) {
   if (s == "absolute") return *m = sync::ValueMode::Absolute, true;
   if (s == "delta") return *m = sync::ValueMode::Delta, true;
   return false;
+}
+
+bool loco_values_text(const std::string& s, sync::LocoValues* v) {
+  return sync::loco_values_from(s.c_str(), v);
 }
 
 template <class... F>
@@ -401,6 +406,10 @@ void multi_fields(FieldTable& t, Config& c) {
         real_range(&m.timeout_s, 0.0, 86400.0, true));
   t.add("multi", "zstd_level", &m.zstd_level,
         "pulseloco: zstd level tried on the exchanged streams (0 = raw)", int_range(&m.zstd_level, 0, 19));
+  t.add("multi", "values", &m.values,
+        "pulseloco: fp32 (each fired entry's FP32 value) | ulp (a signed count of the weight's BF16 "
+        "step; the remainder stays in error feedback)",
+        any());
 }
 
 std::vector<Field> fields(Config& c) {
@@ -466,6 +475,7 @@ const char* type_name(const FieldPtr& p) {
       Overloaded{[](std::string*) { return "a string"; }, [](bool*) { return "a boolean (true/false)"; },
                  [](double*) { return "a number"; },
                  [](sync::ValueMode*) { return "one of absolute, delta"; },
+                 [](sync::LocoValues*) { return "one of fp32, ulp"; },
                  [](uint64_t*) { return "an integer in 0..2^63-1"; },
                  [](int*) { return "an integer in -2^31..2^31-1"; }, [](auto*) { return "an integer"; }},
       p);
@@ -508,6 +518,10 @@ bool set_from_node(const FieldPtr& p, const toml::node& node) {
                                [&](sync::ValueMode* d) {
                                  auto v = node.value_exact<std::string>();
                                  return v ? value_mode_from(*v, d) : false;
+                               },
+                               [&](sync::LocoValues* d) {
+                                 auto v = node.value_exact<std::string>();
+                                 return v ? loco_values_text(*v, d) : false;
                                },
                                [&](auto* d) {
                                  auto v = node.value_exact<int64_t>();
@@ -559,6 +573,7 @@ bool set_from_text(const FieldPtr& p, std::string text) {
                                  }
                                },
                                [&](sync::ValueMode* d) { return value_mode_from(unquote(text), d); },
+                               [&](sync::LocoValues* d) { return loco_values_text(unquote(text), d); },
                                [&](auto* d) {
                                  int64_t v = 0;
                                  return parse_int(&v) && set_integer(d, v);
@@ -603,6 +618,7 @@ std::string value_text(const FieldPtr& p) {
                                [](bool* v) { return std::string(*v ? "true" : "false"); },
                                [](double* v) { return fmt_double(*v); },
                                [](sync::ValueMode* v) { return toml_string(value_mode_name(*v)); },
+                               [](sync::LocoValues* v) { return toml_string(sync::loco_values_name(*v)); },
                                [](auto* v) { return std::to_string(*v); }},
                     p);
 }

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "sync/loco_values.h"
+
 namespace pulse::rl {
 
 /// [multi] settings.
@@ -15,6 +17,8 @@ struct OuterConfig {
   bool gate_open = false;       ///< pulseloco: every entry fires (then it sends what diloco sends)
   double timeout_s = 300;  ///< any collective (and the rendezvous) fails after this long, naming the rank
   int zstd_level = 1;      ///< pulseloco: zstd level tried on index/value streams (0 = raw only)
+  /// pulseloco: fired values as FP32 (fp32) or as counts of the weight's BF16 step (ulp, kernels/loco_ulp.h)
+  sync::LocoValues values = sync::LocoValues::Fp32;
   /// Throws std::invalid_argument naming the field.
   void validate() const;
 };
