@@ -73,10 +73,17 @@ inline float loco_ulp_step(float g) {
 ///   fired_count   out: c (nonzero), kLocoUlpEscape, or 0 for deferred (not sent)
 ///   n_fired       entries; index_base: subtracted from every index before g and r are read
 /// Returns the number of deferred entries. The values must be finite (the gate's nonfinite flag refuses
-/// the round before this runs). Thread safety: reentrant; disjoint arrays may run concurrently.
+/// the round before this runs). Runs the SIMD variant the gate runs (loco_gate_isa(): "avx512" gathers
+/// g and scatters r, "avx2" gathers, "portable" the scalar rule; loco_gate_force selects both), the
+/// same bits in each. Thread safety: reentrant; disjoint arrays may run concurrently.
 uint64_t loco_ulp_quantize(const float* global, float* residual, const uint32_t* fired_index,
                            float* fired_value, int32_t* fired_count, uint64_t n_fired,
                            uint32_t index_base = 0);
+
+/// The scalar reference alone (same contract as loco_ulp_quantize).
+uint64_t loco_ulp_quantize_portable(const float* global, float* residual, const uint32_t* fired_index,
+                                    float* fired_value, int32_t* fired_count, uint64_t n_fired,
+                                    uint32_t index_base = 0);
 
 /// Drops the deferred entries (count 0) from the fired lists, keeping order; returns the new length.
 uint64_t loco_ulp_compact(uint32_t* fired_index, float* fired_value, int32_t* fired_count, uint64_t n_fired);
