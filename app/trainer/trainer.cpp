@@ -704,6 +704,7 @@ json Trainer::multi_summary(const std::vector<json>& rows) const {
     }
   }
   json out{{"mode", config_.multi.mode},
+           {"values", sync::loco_values_name(config_.multi.values)},
            {"rank", group_->rank()},
            {"world_size", group_->world_size()},
            {"comm_payload_bytes_total", payload},
