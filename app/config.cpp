@@ -294,6 +294,9 @@ void multi_fields(FieldTable& t, Config& c) {
         "a collective or the rendezvous fails after this long, naming the rank");
   t.add("multi", "zstd_level", &m.zstd_level,
         "pulseloco: zstd level tried on the exchanged streams (0 = raw)");
+  t.add("multi", "values", enum_ref(&m.values, sync::kLocoValuesNames),
+        "pulseloco: fp32 (each fired entry's FP32 value) | ulp (a signed count of the weight's BF16 "
+        "step; the remainder stays in error feedback)");
 }
 
 std::vector<Field> fields(Config& c) {
@@ -406,6 +409,10 @@ bool set_from_node(const FieldPtr& p, const toml::node& node) {
                                [&](const EnumRef& d) {
                                  auto v = node.value_exact<std::string>();
                                  return v ? d.set(*v) : false;
+                               },
+                               [&](sync::LocoValues* d) {
+                                 auto v = node.value_exact<std::string>();
+                                 return v ? loco_values_text(*v, d) : false;
                                },
                                [&](auto* d) {
                                  auto v = node.value_exact<int64_t>();

@@ -1,4 +1,6 @@
 // kernels/loco_gate_cuda.h: the PULSELoCo gate on the GPU. CPU reference: kernels/loco_gate.h.
+#include <algorithm>
+#include <climits>
 #include <stdexcept>
 #include <string>
 
@@ -118,6 +120,49 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
+// ---- ulp value coding (kernels/loco_ulp.h: the CPU reference, loco_ulp_quantize) -------------------
+
+constexpr int32_t kUlpMaxCount = int32_t{1} << 24;  // = kLocoUlpMaxCount
+constexpr int32_t kUlpEscape = INT32_MIN;           // = kLocoUlpEscape
+
+/// loco_ulp_step_bits: integer code, the same bits as on the CPU.
+__device__ __forceinline__ uint32_t ulp_step_bits(uint32_t gb) {
+  if ((gb & kExpMask) == kExpMask) return 0;
+  const uint32_t b = (gb + 0x7fffu + ((gb >> 16) & 1u)) >> 16;
+  uint32_t e = (b >> 7) & 0xffu;
+  if (e == 0xffu) return 0;
+  if (e == 0) e = 1;
+  const int k = static_cast<int>(e) - 134;
+  return k >= -126 ? static_cast<uint32_t>(k + 127) << 23 : 1u << (k + 149);
+}
+
+__global__ void __launch_bounds__(kTileThreads)
+    ulp_quantize_kernel(const float* g, float* r, const uint32_t* fired_index, float* fired_value,
+                        int32_t* fired_count, uint64_t n_fired, uint32_t index_base) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * kTileThreads;
+  for (uint64_t k = static_cast<uint64_t>(blockIdx.x) * kTileThreads + threadIdx.x; k < n_fired;
+       k += stride) {
+    const uint64_t i = fired_index[k] - index_base;
+    const float s = fired_value[k];
+    const float step = __uint_as_float(ulp_step_bits(__float_as_uint(g[i])));
+    const float q = __fdiv_rn(s, step);
+    int32_t c = kUlpEscape;
+    float sent = s, rest = 0.0f;
+    if (fabsf(q) <= static_cast<float>(kUlpMaxCount)) {
+      const float cf = rintf(q);
+      const float p = __fmul_rn(cf, step);
+      if (cf == 0.0f) {
+        c = 0, sent = 0.0f, rest = s;
+      } else if ((__float_as_uint(p) & kExpMask) != kExpMask) {
+        c = static_cast<int32_t>(cf), sent = p, rest = __fsub_rn(s, p);
+      }
+    }
+    fired_count[k] = c;
+    fired_value[k] = sent;
+    r[i] = rest;
+  }
+}
+
 struct GateWorkspace {
   uint32_t* index;
   float* value;
@@ -168,12 +213,10 @@ LocoGateResult loco_gate_cuda(const float* global, const float* local, float* re
   const uint64_t tiles = tiles_of(n);
   check_cuda(cudaMemsetAsync(w.nonfinite, 0, sizeof(unsigned int), stream), "loco_gate_cuda: memset");
   const bool vec = aligned16(global) && aligned16(local) && aligned16(residual);
-  if (gate_open)
-    PULSE_LAUNCH(static_cast<unsigned>(tiles), kTileThreads, stream, gate_tiles_kernel<true>)
-    (global, local, residual, n, vec, index_base, w.index, w.value, w.counts, w.nonfinite);
-  else
-    PULSE_LAUNCH(static_cast<unsigned>(tiles), kTileThreads, stream, gate_tiles_kernel<false>)
-    (global, local, residual, n, vec, index_base, w.index, w.value, w.counts, w.nonfinite);
+  if (gate_open) PULSE_LAUNCH(static_cast<unsigned>(tiles), kTileThreads, stream, gate_tiles_kernel<true>)
+  (global, local, residual, n, vec, index_base, w.index, w.value, w.counts, w.nonfinite);
+  else PULSE_LAUNCH(static_cast<unsigned>(tiles), kTileThreads, stream, gate_tiles_kernel<false>)(
+      global, local, residual, n, vec, index_base, w.index, w.value, w.counts, w.nonfinite);
   check_cuda(cudaGetLastError(), "loco_gate_cuda: gate_tiles_kernel");
   PULSE_LAUNCH(1, kScanThreads, stream, scan_tile_sums_kernel)
   (w.counts, tiles, SumOp{}, uint64_t{0}, w.total);
@@ -191,6 +234,19 @@ LocoGateResult loco_gate_cuda(const float* global, const float* local, float* re
   res.fired = total;
   res.nonfinite = nonfinite != 0;
   return res;
+}
+
+void loco_ulp_quantize_cuda(const float* global, float* residual, const uint32_t* fired_index,
+                            float* fired_value, int32_t* fired_count, uint64_t n_fired, uint32_t index_base,
+                            cudaStream_t stream) {
+  if (n_fired == 0) return;
+  if (!global || !residual || !fired_index || !fired_value || !fired_count)
+    throw std::invalid_argument("loco_ulp_quantize_cuda: null device pointer");
+  const uint64_t blocks = std::min<uint64_t>((n_fired + kTileThreads - 1) / kTileThreads, uint64_t{1} << 16);
+  PULSE_LAUNCH(static_cast<unsigned>(blocks), kTileThreads, stream, ulp_quantize_kernel)
+  (global, residual, fired_index, fired_value, fired_count, n_fired, index_base);
+  check_cuda(cudaGetLastError(), "loco_ulp_quantize_cuda: ulp_quantize_kernel");
+  check_cuda(cudaStreamSynchronize(stream), "loco_ulp_quantize_cuda: synchronize");
 }
 
 }  // namespace pulse::kernels::cuda

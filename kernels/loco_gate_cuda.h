@@ -32,4 +32,14 @@ LocoGateResult loco_gate_cuda(const float* global, const float* local, float* re
                               bool gate_open, uint32_t* fired_index, float* fired_value, uint32_t index_base,
                               void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
+/// kernels::loco_ulp_quantize (kernels/loco_ulp.h) on device arrays, bit for bit: for each of the n_fired
+/// entries the gate wrote (fired_index, fired_value = s), the count (fired_count), the value sent
+/// (fired_value) and the remainder in residual[fired_index - index_base]. global/residual are the arrays the
+/// gate ran on. Deferred entries (count 0) stay in the lists; loco_ulp_compact drops them on the host.
+/// Queued on `stream`; returns when done. Throws std::invalid_argument for null pointers (n_fired > 0),
+/// std::runtime_error when the launch fails. Thread safety: disjoint buffers may run concurrently.
+void loco_ulp_quantize_cuda(const float* global, float* residual, const uint32_t* fired_index,
+                            float* fired_value, int32_t* fired_count, uint64_t n_fired, uint32_t index_base,
+                            cudaStream_t stream);
+
 }  // namespace pulse::kernels::cuda

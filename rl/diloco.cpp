@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "kernels/loco_gate.h"
+#include "kernels/loco_ulp.h"
 #include "rl/process_group.h"
 #include "sync/gpu_loco.h"
 #include "sync/io/safetensors.h"
@@ -89,6 +90,8 @@ void OuterOptimizer::pseudo_gradient_sparse(const std::vector<at::Tensor>& maste
   std::vector<sync::LocoTensorSpec> table;
   std::vector<std::vector<uint32_t>> idx(global_.size());
   std::vector<std::vector<float>> val(global_.size());
+  std::vector<std::vector<int32_t>> cnt(global_.size());  // ulp: the step counts sent
+  const bool ulp = config_.values == sync::LocoValues::Ulp;
   std::vector<at::Tensor> new_residual;
   std::vector<sync::LocoFiredView> fired;
   std::unique_ptr<sync::LocoGateScratch> device_scratch;  // one for the round's tensors (GPU only)
@@ -101,9 +104,12 @@ void OuterOptimizer::pseudo_gradient_sparse(const std::vector<at::Tensor>& maste
       // The gate's CUDA runtime works on the current device: make it the outer state's (cuda:LOCAL_RANK).
       const c10::DeviceGuard guard(r.device());
       if (!device_scratch) device_scratch = std::make_unique<sync::LocoGateScratch>();
-      g = sync::loco_gate_cuda_to_host(global_[t].data_ptr<float>(), local.data_ptr<float>(),
-                                       r.data_ptr<float>(), n, config_.gate_open, idx[t], val[t],
-                                       device_scratch.get());
+      g = ulp ? sync::loco_gate_ulp_cuda_to_host(global_[t].data_ptr<float>(), local.data_ptr<float>(),
+                                                 r.data_ptr<float>(), n, config_.gate_open, idx[t], val[t],
+                                                 cnt[t], device_scratch.get())
+              : sync::loco_gate_cuda_to_host(global_[t].data_ptr<float>(), local.data_ptr<float>(),
+                                             r.data_ptr<float>(), n, config_.gate_open, idx[t], val[t],
+                                             device_scratch.get());
     } else {
       idx[t].resize(n);
       val[t].resize(n);
@@ -113,15 +119,24 @@ void OuterOptimizer::pseudo_gradient_sparse(const std::vector<at::Tensor>& maste
     if (g.nonfinite)
       throw std::runtime_error("rank " + std::to_string(group.rank()) + ": non-finite pseudo-gradient in '" +
                                names_[t] + "' (round " + std::to_string(rounds_) + " refused)");
+    if (ulp && !r.is_cuda()) {  // counts of the BF16 steps; deferred (count 0) entries stay in r
+      cnt[t].resize(g.fired);
+      kernels::loco_ulp_quantize(global_[t].data_ptr<float>(), r.data_ptr<float>(), idx[t].data(),
+                                 val[t].data(), cnt[t].data(), g.fired);
+      g.fired = kernels::loco_ulp_compact(idx[t].data(), val[t].data(), cnt[t].data(), g.fired);
+      cnt[t].resize(g.fired);
+    }
     idx[t].resize(g.fired);
     val[t].resize(g.fired);
     st.fired += g.fired;
     table.push_back({names_[t], static_cast<uint64_t>(n)});
     new_residual.push_back(r);
   }
-  for (size_t t = 0; t < global_.size(); ++t) fired.push_back({idx[t].data(), val[t].data(), idx[t].size()});
+  for (size_t t = 0; t < global_.size(); ++t)
+    fired.push_back({idx[t].data(), val[t].data(), idx[t].size(), ulp ? cnt[t].data() : nullptr});
   sync::LocoEncodeOptions eo;
   eo.zstd_level = config_.zstd_level;
+  eo.values = config_.values;
   const int w = group.world_size();
   std::vector<uint8_t> mine = sync::encode_loco_contribution(
       static_cast<uint32_t>(group.rank()), static_cast<uint32_t>(w), rounds_, table, fired, eo);
@@ -129,11 +144,14 @@ void OuterOptimizer::pseudo_gradient_sparse(const std::vector<at::Tensor>& maste
   std::vector<sync::LocoBufferView> views;
   for (const auto& b : all) views.push_back({b.data(), b.size()});
   std::vector<sync::LocoSumView> sums;
-  for (const auto& g : global_) {  // summed on the host (the contributions arrived there)
+  std::vector<at::Tensor> host_global;  // ulp: the steps come from the global weights, read on the host
+  for (const auto& g : global_) {       // summed on the host (the contributions arrived there)
     avg.push_back(torch::zeros(g.sizes(), g.options().device(torch::kCPU)));
-    sums.push_back({avg.back().data_ptr<float>(), static_cast<uint64_t>(g.numel())});
+    if (ulp) host_global.push_back(g.to(torch::kCPU).contiguous());
+    sums.push_back({avg.back().data_ptr<float>(), static_cast<uint64_t>(g.numel()),
+                    ulp ? host_global.back().data_ptr<float>() : nullptr});
   }
-  sync::loco_decode_and_sum(views, rounds_, table, sums);
+  sync::loco_decode_and_sum(views, rounds_, table, sums, 1, config_.values);
   for (size_t t = 0; t < avg.size(); ++t) {
     avg[t].div_(static_cast<double>(w));
     if (global_[t].device() != avg[t].device()) avg[t] = avg[t].to(global_[t].device());
@@ -194,7 +212,8 @@ void OuterOptimizer::save(const std::string& path) const {
   add("momentum/", momentum_);
   sync::write_safetensors(
       path, views,
-      {{"format", kOuterFormat}, {"rounds", std::to_string(rounds_)}, {"mode", name_of(config_.mode)}});
+      {{"format", kOuterFormat}, {"rounds", std::to_string(rounds_)}, {"mode", name_of(config_.mode)},
+       {"values", sync::loco_values_name(config_.values)}});
 }
 
 void OuterOptimizer::load(const std::string& path) {

@@ -9,6 +9,10 @@
 //              send their s (kernels/loco_gate.h), the residual keeps s where nothing fired and is +0
 //              where it fired (error feedback); every rank's contribution (sync/loco_exchange.h: exact
 //              sizes, index codecs, checksum) is validated, then summed in rank order 0..W-1 and / W.
+//              multi.values = ulp: a fired entry is sent as the nearest count c of its weight's BF16 step
+//              (kernels/loco_ulp.h; every rank derives the step from the shared g), the residual keeps
+//              s - c * step (all of s when c = 0: deferred); counts are summed exactly in int64, then
+//              avg = (float(sum c) * step + escapes) / W.
 //   outer Nesterov SGD (PyTorch's SGD with nesterov=True, as DiLoCo):
 //              m = mu * m + avg;  g = g - lr * (avg + mu * m)
 // and every trainer moves its local weights (the Adam masters) to the new g. The outer optimizer's

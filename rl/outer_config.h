@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "sync/loco_values.h"
+
 namespace pulse::rl {
 
 /// multi.mode: how several trainers combine their work.
@@ -38,6 +40,9 @@ struct OuterConfig {
   bool gate_open = false;       ///< pulseloco: every entry fires (then it sends what diloco sends)
   double timeout_s = 300;  ///< any collective (and the rendezvous) fails after this long, naming the rank
   int zstd_level = 1;      ///< pulseloco: zstd level tried on index/value streams (0 = raw only)
+
+  /// pulseloco: fired values as FP32 (fp32) or as counts of the weight's BF16 step (ulp, kernels/loco_ulp.h)
+  sync::LocoValues values = sync::LocoValues::Fp32;
 
   /// The one range rule of each [multi] key: inner_steps 1..2^20, outer_lr in (0, 10], outer_momentum in
   /// [0, 1), timeout_s in (0, 86400], zstd_level 0..19. Throws std::invalid_argument "multi.KEY: must be

@@ -47,4 +47,15 @@ kernels::LocoGateResult loco_gate_cuda_to_host(const float* global, const float*
                                                LocoGateScratch* scratch = nullptr,
                                                CUstream_st* stream = nullptr);
 
+/// loco_gate_cuda_to_host, then the ulp value coding (kernels/loco_ulp.h) of the fired entries on the
+/// device (kernels::cuda::loco_ulp_quantize_cuda): the residual gets the remainders, and the host lists
+/// hold only the entries sent (deferred ones, count 0, dropped; ascending index): fired_count[k] the
+/// count or kernels::kLocoUlpEscape, fired_value[k] the FP32 value sent (count * step, or s for an
+/// escape). LocoGateResult::fired = entries sent. A round with a non-finite s is not coded (the caller
+/// refuses it). Same contract and errors as loco_gate_cuda_to_host otherwise.
+kernels::LocoGateResult loco_gate_ulp_cuda_to_host(
+    const float* global, const float* local, float* residual, uint64_t n, bool gate_open,
+    std::vector<uint32_t>& fired_index, std::vector<float>& fired_value, std::vector<int32_t>& fired_count,
+    LocoGateScratch* scratch = nullptr, CUstream_st* stream = nullptr);
+
 }  // namespace pulse::sync

@@ -8,6 +8,7 @@
 #include <exception>
 #include <numeric>
 
+#include "kernels/loco_ulp.h"
 #include "sync/byte_io.h"
 #include "sync/hash.h"
 #include "sync/index_coding.h"
@@ -24,6 +25,9 @@ constexpr size_t kFixedHeaderBytes = 56;  // magic .. n_tensors
 constexpr size_t kChecksumBytes = 8;
 constexpr uint64_t kMaxNumel = uint64_t{1} << 32;
 constexpr uint64_t kMaxGapBytes = 5;  // LEB128 bytes of one gap < 2^32
+/// Largest count code: zigzag(+2^24) = 2^25 (zigzag(-2^24) = 2^25 - 1); 0 is the escape code.
+constexpr uint64_t kMaxCountCode = uint64_t{2} * static_cast<uint64_t>(kernels::kLocoUlpMaxCount);
+constexpr uint64_t kMaxCountCodeBytes = 4;  // LEB128 bytes of a code <= 2^25
 
 std::string error_text(uint32_t rank, uint64_t round, const std::string& tensor, uint64_t at,
                        const std::string& reason) {
@@ -90,7 +94,9 @@ struct EncodedTensor {
   uint64_t count = 0, index_raw = 0;
   uint8_t plane_mask = 0;  // BytePlanes: zstd planes
   uint64_t plane_bytes[4] = {0, 0, 0, 0};
-  std::vector<uint8_t> index, values;  // stored streams
+  std::vector<uint8_t> index, values;  // stored streams (Ulp: `values` is the stored count stream)
+  uint64_t count_raw = 0;              // Ulp: count stream before compression
+  std::vector<uint8_t> escapes;        // Ulp: raw FP32 escape values, 4 bytes each
 };
 
 /// A stored stream: raw or zstd, whichever is smaller (raw on ties).
@@ -111,7 +117,18 @@ StoredStream store_smallest(std::vector<uint8_t> raw, int level) {
   return s;
 }
 
-EncodedTensor encode_tensor(const LocoTensorSpec& spec, const LocoFiredView& f, int level) {
+/// zigzag(c) for a count c != 0 (>= 1), or 0 for an escape.
+uint64_t count_code(int32_t c) {
+  if (c == kernels::kLocoUlpEscape) return 0;
+  const int64_t v = c;
+  return static_cast<uint64_t>((v << 1) ^ (v >> 63));
+}
+
+int32_t count_of_code(uint64_t code) {
+  return static_cast<int32_t>(static_cast<int64_t>(code >> 1) ^ -static_cast<int64_t>(code & 1));
+}
+
+EncodedTensor encode_tensor(const LocoTensorSpec& spec, const LocoFiredView& f, int level, LocoValues mode) {
   auto bad = [&](const std::string& why) {
     return std::invalid_argument("encode_loco_contribution: tensor '" + spec.name + "': " + why);
   };
@@ -121,13 +138,24 @@ EncodedTensor encode_tensor(const LocoTensorSpec& spec, const LocoFiredView& f, 
   EncodedTensor e;
   e.count = f.count;
   if (f.count == 0) return e;
-  if (!f.indices || !f.values) throw bad("null index or value pointer with count " + std::to_string(f.count));
+  const bool ulp = mode == LocoValues::Ulp;
+  if (!f.indices || (!ulp && !f.values))
+    throw bad("null index or value pointer with count " + std::to_string(f.count));
+  if (ulp && !f.counts) throw bad("null count pointer with count " + std::to_string(f.count));
   for (uint64_t j = 0; j < f.count; ++j) {
     if (f.indices[j] >= spec.numel)
       throw bad("index " + std::to_string(f.indices[j]) + " (entry " + std::to_string(j) + ") >= numel " +
                 std::to_string(spec.numel));
     if (j > 0 && f.indices[j] <= f.indices[j - 1])
       throw bad("indices not strictly ascending at entry " + std::to_string(j));
+    const bool escape = ulp && f.counts[j] == kernels::kLocoUlpEscape;
+    if (ulp && !escape &&
+        (f.counts[j] == 0 || f.counts[j] > kernels::kLocoUlpMaxCount ||
+         f.counts[j] < -kernels::kLocoUlpMaxCount))
+      throw bad("count " + std::to_string(f.counts[j]) + " at entry " + std::to_string(j) +
+                " (needs 1 <= |count| <= 2^24, or the escape code)");
+    if (ulp && !escape) continue;
+    if (!f.values) throw bad("null value pointer with an escape at entry " + std::to_string(j));
     uint32_t bits;
     std::memcpy(&bits, &f.values[j], 4);
     if (!is_finite_bits(bits)) throw bad("non-finite value at entry " + std::to_string(j));
@@ -167,6 +195,24 @@ EncodedTensor encode_tensor(const LocoTensorSpec& spec, const LocoFiredView& f, 
     }
   }
   e.index = std::move(index.bytes);
+
+  if (ulp) {  // zigzag LEB128 count codes, raw or zstd; escapes as raw FP32 in entry order
+    std::vector<uint8_t> codes;
+    codes.reserve(f.count + f.count / 4);
+    for (uint64_t j = 0; j < f.count; ++j) {
+      put_uleb(codes, count_code(f.counts[j]));
+      if (f.counts[j] == kernels::kLocoUlpEscape) {
+        const auto* b = reinterpret_cast<const uint8_t*>(&f.values[j]);  // little-endian host
+        e.escapes.insert(e.escapes.end(), b, b + 4);
+      }
+    }
+    e.count_raw = codes.size();
+    StoredStream c = store_smallest(std::move(codes), level);
+    e.values = std::move(c.bytes);
+    e.codings = static_cast<uint8_t>(static_cast<uint8_t>(coding) | (static_cast<uint8_t>(index.codec) << 2) |
+                                     (static_cast<uint8_t>(c.codec) << 4));
+    return e;
+  }
 
   // Values: raw, zstd of the raw bytes, or byte planes each raw or zstd; the smallest (raw on ties,
   // then planes).
@@ -253,7 +299,7 @@ class EntryReader {
 /// world size, round, table hash and tensor count, sizes against numel; without (inspect) only what the
 /// buffer says about itself.
 LocoContributionInfo parse(const uint8_t* data, size_t size, uint32_t src, uint32_t world, uint64_t round,
-                           const std::vector<LocoTensorSpec>* table) {
+                           const std::vector<LocoTensorSpec>* table, LocoValues expected_values) {
   auto fail = [&](uint64_t at, const std::string& why, const std::string& tensor = std::string()) {
     return LocoError(src, round, tensor, at, why);
   };
@@ -266,11 +312,16 @@ LocoContributionInfo parse(const uint8_t* data, size_t size, uint32_t src, uint3
     throw fail(size, "truncated: " + std::to_string(size) + " bytes, shorter than the fixed header");
   ByteReader r(data, size, sizeof kMagic);
   const uint32_t version = r.u32("format_version");
-  if (version != kLocoFormatVersion)
-    throw fail(8, "format version " + std::to_string(version) + ", this reader knows only " +
-                      std::to_string(kLocoFormatVersion));
-  const uint32_t flags = r.u32("flags");
-  if (flags != 0) throw fail(12, "unknown flags " + std::to_string(flags));
+  if (version < kLocoFormatVersionOldest || version > kLocoFormatVersion)
+    throw fail(8, "format version " + std::to_string(version) + ", this reader knows versions " +
+                      std::to_string(kLocoFormatVersionOldest) + " to " + std::to_string(kLocoFormatVersion));
+  // Version 1's field 12 is flags (always 0): FP32 values, version 2's value mode 0.
+  const uint32_t value_mode = r.u32(version == 1 ? "flags" : "value_mode");
+  if (version == 1 && value_mode != 0) throw fail(12, "unknown flags " + std::to_string(value_mode));
+  if (value_mode > static_cast<uint32_t>(LocoValues::Ulp))
+    throw fail(12, "unknown value mode " + std::to_string(value_mode));
+  const auto values = static_cast<LocoValues>(value_mode);
+  const bool ulp = values == LocoValues::Ulp;
   const uint64_t total = r.u64("total_bytes");
   if (total != size)
     throw fail(16, (size < total ? "truncated: " : "overlong: ") + std::to_string(size) +
@@ -281,6 +332,8 @@ LocoContributionInfo parse(const uint8_t* data, size_t size, uint32_t src, uint3
     throw fail(size - kChecksumBytes,
                "checksum mismatch: stored " + hash_hex(stored_sum) + ", computed " + hash_hex(computed));
   LocoContributionInfo info;
+  info.version = version;
+  info.values = values;
   info.total_bytes = size;
   info.rank = r.u32("rank");
   info.world_size = r.u32("world_size");
@@ -289,6 +342,9 @@ LocoContributionInfo parse(const uint8_t* data, size_t size, uint32_t src, uint3
   const uint64_t n = r.u64("n_tensors");
   const size_t end = size - kChecksumBytes;
   if (table) {
+    if (values != expected_values)
+      throw fail(12, std::string("buffer has ") + loco_values_name(values) + " values, expected " +
+                         loco_values_name(expected_values) + " (multi.values differs between ranks?)");
     if (info.rank != src)
       throw fail(24, "buffer says it comes from rank " + std::to_string(info.rank) + ", received from rank " +
                          std::to_string(src));
@@ -319,7 +375,7 @@ LocoContributionInfo parse(const uint8_t* data, size_t size, uint32_t src, uint3
     const uint8_t codings = er.u8("tensor entry", err);
     if (!err.empty()) throw fail(at, err, name);
     const uint8_t ic = codings & 3, xc = (codings >> 2) & 3, vc = (codings >> 4) & 3;
-    if (ic > 2 || xc > 1 || vc > 2 || (codings >> 6))
+    if (ic > 2 || xc > 1 || vc > (ulp ? 1 : 2) || (codings >> 6))
       throw fail(at, "unknown codings byte " + std::to_string(codings), name);
     ti.index_coding = static_cast<LocoIndexCoding>(ic);
     ti.index_codec = static_cast<LocoStreamCodec>(xc);
@@ -334,7 +390,33 @@ LocoContributionInfo parse(const uint8_t* data, size_t size, uint32_t src, uint3
     const size_t sizes_at = er.pos();
     ti.index_raw_bytes = er.uleb("index_raw_bytes", err);
     if (err.empty()) ti.index_stored_bytes = er.uleb("index_stored_bytes", err);
-    if (ti.value_codec == LocoStreamCodec::BytePlanes) {
+    if (ulp) {
+      if (err.empty()) ti.count_raw_bytes = er.uleb("count_raw_bytes", err);
+      if (err.empty()) ti.count_stored_bytes = er.uleb("count_stored_bytes", err);
+      if (err.empty()) ti.escapes = er.uleb("escapes", err);
+      if (err.empty()) {
+        if (ti.count <= kMaxNumel &&  // a larger count is refused below
+            (ti.count_raw_bytes < ti.count || ti.count_raw_bytes > kMaxCountCodeBytes * ti.count))
+          throw fail(sizes_at,
+                     "count stream has " + std::to_string(ti.count_raw_bytes) + " bytes for " +
+                         std::to_string(ti.count) + " entries (needs 1..4 per entry)",
+                     name);
+        if (ti.value_codec == LocoStreamCodec::Raw && ti.count_stored_bytes != ti.count_raw_bytes)
+          throw fail(sizes_at,
+                     "count stream stored raw with " + std::to_string(ti.count_stored_bytes) +
+                         " bytes, raw size " + std::to_string(ti.count_raw_bytes),
+                     name);
+        if (ti.value_codec == LocoStreamCodec::Zstd && ti.count_stored_bytes == 0)
+          throw fail(sizes_at, "zstd count stream is empty", name);
+        if (ti.count_stored_bytes > size) throw fail(sizes_at, "count stream larger than the buffer", name);
+        if (ti.escapes > ti.count)
+          throw fail(sizes_at,
+                     std::to_string(ti.escapes) + " escapes for " + std::to_string(ti.count) + " entries",
+                     name);
+        // Both terms are bounded (size, 2^64 / 8): no overflow.
+        ti.value_stored_bytes = ti.count_stored_bytes + 4 * ti.escapes;
+      }
+    } else if (ti.value_codec == LocoStreamCodec::BytePlanes) {
       const size_t mask_at = er.pos();
       if (err.empty()) ti.plane_zstd_mask = er.u8("plane mask", err);
       if (err.empty() && (ti.plane_zstd_mask == 0 || ti.plane_zstd_mask > 15))
@@ -398,12 +480,12 @@ LocoContributionInfo parse(const uint8_t* data, size_t size, uint32_t src, uint3
                  name);
     if (ti.index_codec == LocoStreamCodec::Zstd && ti.index_stored_bytes == 0)
       throw fail(sizes_at, pre + "zstd stream is empty", name);
-    if (ti.value_codec == LocoStreamCodec::Raw && ti.value_stored_bytes != 4 * ti.count)
+    if (!ulp && ti.value_codec == LocoStreamCodec::Raw && ti.value_stored_bytes != 4 * ti.count)
       throw fail(sizes_at,
                  "raw value stream has " + std::to_string(ti.value_stored_bytes) + " bytes for " +
                      std::to_string(ti.count) + " FP32 values",
                  name);
-    if (ti.value_codec == LocoStreamCodec::Zstd && ti.value_stored_bytes == 0)
+    if (!ulp && ti.value_codec == LocoStreamCodec::Zstd && ti.value_stored_bytes == 0)
       throw fail(sizes_at, "zstd value stream is empty", name);
   }
   info.header_bytes = er.pos();
@@ -429,6 +511,7 @@ LocoContributionInfo parse(const uint8_t* data, size_t size, uint32_t src, uint3
                  "value stream of " + std::to_string(ti.value_stored_bytes) +
                      " bytes runs past the payload end " + std::to_string(end),
                  name);
+    ti.escape_offset = pos + ti.count_stored_bytes;
     pos += ti.value_stored_bytes;
     info.fired += ti.count;
   }
@@ -459,8 +542,65 @@ std::string index_reason(LocoIndexCoding coding, uint64_t numel, const std::stri
          ": " + inner + (compressed ? " (offset in the decompressed stream)" : " (offset in the buffer)");
 }
 
-void decode_tensor(const uint8_t* data, const LocoTensorInfo& ti, const LocoTensorSpec& spec, uint32_t src,
+/// The Ulp count and escape streams of a tensor whose indices are decoded (out.indices).
+void decode_counts(const uint8_t* data, const LocoTensorInfo& ti, const LocoTensorSpec& spec, uint32_t src,
                    uint64_t round, LocoContribution::Tensor& out) {
+  auto fail = [&](uint64_t at, const std::string& why) { return LocoError(src, round, spec.name, at, why); };
+  std::vector<uint8_t> scratch;
+  const uint8_t* c = data + ti.value_offset;
+  const bool compressed = ti.value_codec == LocoStreamCodec::Zstd;
+  if (compressed) {
+    const std::string e = unzstd(c, ti.count_stored_bytes, scratch, ti.count_raw_bytes);
+    if (!e.empty()) throw fail(ti.value_offset, "count stream " + e);
+    c = scratch.data();
+  }
+  const char* where = compressed ? " (offset in the decompressed stream)" : " (offset in the buffer)";
+  const uint64_t base = compressed ? 0 : ti.value_offset;
+  out.counts.resize(ti.count);
+  out.values.assign(ti.count, 0.0f);
+  uint64_t pos = 0, escapes = 0;
+  for (uint64_t j = 0; j < ti.count; ++j) {
+    const uint64_t at = pos;
+    uint64_t code = 0;
+    for (int shift = 0;; shift += 7) {
+      if (pos >= ti.count_raw_bytes)
+        throw fail(ti.value_offset, "count stream ends inside entry " + std::to_string(j) + " at byte " +
+                                        std::to_string(base + at) + where);
+      const uint8_t b = c[pos++];
+      code |= static_cast<uint64_t>(b & 127) << shift;
+      if (!(b & 128)) break;
+      if (shift >= 21)  // a 5th byte: more than kMaxCountCodeBytes
+        throw fail(ti.value_offset, "count code of entry " + std::to_string(j) +
+                                        " longer than 4 bytes at byte " + std::to_string(base + at) + where);
+    }
+    if (code > kMaxCountCode)
+      throw fail(ti.value_offset, "count code " + std::to_string(code) + " of entry " + std::to_string(j) +
+                                      " beyond |count| <= 2^24 at byte " + std::to_string(base + at) + where);
+    if (code != 0) {
+      out.counts[j] = count_of_code(code);
+      continue;
+    }
+    if (escapes == ti.escapes)
+      throw fail(ti.value_offset, "more escape codes than the " + std::to_string(ti.escapes) + " declared");
+    const uint32_t bits = read_u32(data + ti.escape_offset + 4 * escapes);
+    if (!is_finite_bits(bits))
+      throw fail(ti.escape_offset + 4 * escapes,
+                 "non-finite escape value (bits 0x" + hash_hex(bits).substr(8) + ") at entry " +
+                     std::to_string(j) + ", index " + std::to_string(out.indices[j]));
+    ++escapes;
+    out.counts[j] = kernels::kLocoUlpEscape;
+    std::memcpy(&out.values[j], &bits, 4);
+  }
+  if (pos != ti.count_raw_bytes)
+    throw fail(ti.value_offset,
+               std::to_string(ti.count_raw_bytes - pos) + " trailing bytes in the count stream");
+  if (escapes != ti.escapes)
+    throw fail(ti.value_offset,
+               std::to_string(escapes) + " escape codes, the header declares " + std::to_string(ti.escapes));
+}
+
+void decode_tensor(const uint8_t* data, const LocoTensorInfo& ti, const LocoTensorSpec& spec, uint32_t src,
+                   uint64_t round, LocoValues values, LocoContribution::Tensor& out) {
   auto fail = [&](uint64_t at, const std::string& why) { return LocoError(src, round, spec.name, at, why); };
   if (ti.count == 0) return;
   // Index stream.
@@ -486,6 +626,7 @@ void decode_tensor(const uint8_t* data, const LocoTensorInfo& ti, const LocoTens
     PositionIter it(coding, index, ti.index_raw_bytes, ti.count, spec.numel);
     for (uint64_t j = 0; j < ti.count; ++j) out.indices[j] = static_cast<uint32_t>(it.next());
   }
+  if (values == LocoValues::Ulp) return decode_counts(data, ti, spec, src, round, out);
   // Value stream: `v` = 4 * count raw bytes, interleaved or (planes) as 4 planes of count bytes.
   const uint64_t vbytes = 4 * ti.count;
   const uint8_t* v = data + ti.value_offset;
@@ -529,22 +670,28 @@ void decode_tensor(const uint8_t* data, const LocoTensorInfo& ti, const LocoTens
   }
 }
 
-void check_sums(const std::vector<LocoSumView>& sums, size_t n_tensors, const char* fn) {
+void check_sums(const std::vector<LocoSumView>& sums, size_t n_tensors, const char* fn, LocoValues values) {
   if (sums.size() != n_tensors)
     throw std::invalid_argument(std::string(fn) + ": " + std::to_string(sums.size()) + " sum buffers for " +
                                 std::to_string(n_tensors) + " tensors");
-  for (size_t t = 0; t < sums.size(); ++t)
+  for (size_t t = 0; t < sums.size(); ++t) {
     if (!sums[t].data && sums[t].numel > 0)
       throw std::invalid_argument(std::string(fn) + ": sum buffer " + std::to_string(t) + " is null");
+    if (values == LocoValues::Ulp && !sums[t].global && sums[t].numel > 0)
+      throw std::invalid_argument(std::string(fn) + ": ulp sums need the global weights of tensor " +
+                                  std::to_string(t));
+  }
 }
 
 void check_indices_fit(const LocoContribution& c, const std::vector<LocoSumView>& sums, const char* fn) {
   for (size_t t = 0; t < sums.size(); ++t) {
     const auto& ct = c.tensors[t];
-    if (ct.values.size() != ct.indices.size())
+    if (ct.values.size() != ct.indices.size() ||
+        ct.counts.size() != (c.values == LocoValues::Ulp ? ct.indices.size() : 0))
       throw std::invalid_argument(std::string(fn) + ": tensor " + std::to_string(t) + " has " +
-                                  std::to_string(ct.indices.size()) + " indices and " +
-                                  std::to_string(ct.values.size()) + " values");
+                                  std::to_string(ct.indices.size()) + " indices, " +
+                                  std::to_string(ct.values.size()) + " values and " +
+                                  std::to_string(ct.counts.size()) + " counts");
     for (uint32_t i : ct.indices)
       if (i >= sums[t].numel)
         throw std::invalid_argument(std::string(fn) + ": rank " + std::to_string(c.rank) + " tensor " +
@@ -560,6 +707,23 @@ void add_tensor(const LocoContribution::Tensor& ct, float* sum) {
   for (size_t j = 0; j < m; ++j) sum[idx[j]] += val[j];
 }
 
+/// Ulp: counts into the exact int64 sums, escapes into the FP32 sums.
+void add_counts(const LocoContribution::Tensor& ct, int64_t* counts, float* escapes) {
+  const size_t m = ct.indices.size();
+  for (size_t j = 0; j < m; ++j) {
+    if (ct.counts[j] == kernels::kLocoUlpEscape)
+      escapes[ct.indices[j]] += ct.values[j];
+    else
+      counts[ct.indices[j]] += ct.counts[j];
+  }
+}
+
+/// Ulp: sum[i] = float(counts[i]) * step(global[i]) + sum[i] (the escapes' sum).
+void finish_ulp_sum(const int64_t* counts, const float* global, float* sum, uint64_t numel) {
+  for (uint64_t i = 0; i < numel; ++i)
+    sum[i] = static_cast<float>(counts[i]) * kernels::loco_ulp_step(global[i]) + sum[i];
+}
+
 }  // namespace
 
 LocoError::LocoError(uint32_t source_rank_, uint64_t round_, std::string tensor_, uint64_t byte_offset_,
@@ -570,6 +734,23 @@ LocoError::LocoError(uint32_t source_rank_, uint64_t round_, std::string tensor_
       tensor(std::move(tensor_)),
       byte_offset(byte_offset_),
       reason(reason_) {}
+
+const char* loco_values_name(LocoValues v) {
+  switch (v) {
+    case LocoValues::Fp32:
+      return "fp32";
+    case LocoValues::Ulp:
+      return "ulp";
+  }
+  return "?";
+}
+
+bool loco_values_from(const char* name, LocoValues* v) {
+  const std::string s = name ? name : "";
+  if (s == "fp32") return *v = LocoValues::Fp32, true;
+  if (s == "ulp") return *v = LocoValues::Ulp, true;
+  return false;
+}
 
 uint64_t loco_table_hash(const std::vector<LocoTensorSpec>& table) {
   std::vector<uint8_t> rec;
@@ -593,14 +774,18 @@ std::vector<uint8_t> encode_loco_contribution(uint32_t rank, uint32_t world_size
   if (fired.size() != table.size())
     throw std::invalid_argument("encode_loco_contribution: " + std::to_string(fired.size()) +
                                 " fired sets for a table of " + std::to_string(table.size()) + " tensors");
+  if (options.values != LocoValues::Fp32 && options.values != LocoValues::Ulp)
+    throw std::invalid_argument("encode_loco_contribution: unknown value mode " +
+                                std::to_string(static_cast<uint32_t>(options.values)));
   const int level = std::clamp(options.zstd_level, 0, ZSTD_maxCLevel());
   std::vector<EncodedTensor> enc(table.size());
   std::vector<size_t> order(table.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return fired[a].count > fired[b].count; });
-  parallel_for(order.size(), options.threads,
-               [&](size_t k) { enc[order[k]] = encode_tensor(table[order[k]], fired[order[k]], level); });
+  parallel_for(order.size(), options.threads, [&](size_t k) {
+    enc[order[k]] = encode_tensor(table[order[k]], fired[order[k]], level, options.values);
+  });
 
   std::vector<uint8_t> entries;
   uint64_t payload = 0;
@@ -610,14 +795,18 @@ std::vector<uint8_t> encode_loco_contribution(uint32_t rank, uint32_t world_size
     if (e.count == 0) continue;
     put_uleb(entries, e.index_raw);
     put_uleb(entries, e.index.size());
-    if ((e.codings >> 4) == static_cast<uint8_t>(LocoStreamCodec::BytePlanes)) {
+    if (options.values == LocoValues::Ulp) {
+      put_uleb(entries, e.count_raw);
+      put_uleb(entries, e.values.size());
+      put_uleb(entries, e.escapes.size() / 4);
+    } else if ((e.codings >> 4) == static_cast<uint8_t>(LocoStreamCodec::BytePlanes)) {
       entries.push_back(e.plane_mask);
       for (int b = 0; b < 4; ++b)
         if (e.plane_mask >> b & 1) put_uleb(entries, e.plane_bytes[b]);
     } else {
       put_uleb(entries, e.values.size());
     }
-    payload += e.index.size() + e.values.size();
+    payload += e.index.size() + e.values.size() + e.escapes.size();
   }
   const uint64_t total = kFixedHeaderBytes + entries.size() + payload + kChecksumBytes;
   std::vector<uint8_t> out;
@@ -625,7 +814,7 @@ std::vector<uint8_t> encode_loco_contribution(uint32_t rank, uint32_t world_size
   ByteWriter w(out);
   w.bytes(kMagic, sizeof kMagic);
   w.u32(kLocoFormatVersion);
-  w.u32(0);
+  w.u32(static_cast<uint32_t>(options.values));
   w.u64(total);
   w.u32(rank);
   w.u32(world_size);
@@ -636,6 +825,7 @@ std::vector<uint8_t> encode_loco_contribution(uint32_t rank, uint32_t world_size
   for (const auto& e : enc) {
     w.bytes(e.index.data(), e.index.size());
     w.bytes(e.values.data(), e.values.size());
+    w.bytes(e.escapes.data(), e.escapes.size());
   }
   w.u64(xxh3_64(out.data(), out.size()));
   return out;
@@ -643,30 +833,43 @@ std::vector<uint8_t> encode_loco_contribution(uint32_t rank, uint32_t world_size
 
 LocoContributionInfo inspect_loco_contribution(const uint8_t* data, size_t size, uint32_t source_rank,
                                                uint64_t round) {
-  return parse(data, size, source_rank, 0, round, nullptr);
+  return parse(data, size, source_rank, 0, round, nullptr, LocoValues::Fp32);
 }
 
 LocoContribution decode_loco_contribution(const uint8_t* data, size_t size, uint32_t source_rank,
                                           uint32_t world_size, uint64_t round,
-                                          const std::vector<LocoTensorSpec>& table) {
+                                          const std::vector<LocoTensorSpec>& table, LocoValues values) {
   if (world_size == 0 || source_rank >= world_size)
     throw std::invalid_argument("decode_loco_contribution: source rank " + std::to_string(source_rank) +
                                 " outside world size " + std::to_string(world_size));
-  const LocoContributionInfo info = parse(data, size, source_rank, world_size, round, &table);
+  const LocoContributionInfo info = parse(data, size, source_rank, world_size, round, &table, values);
   LocoContribution c;
+  c.values = info.values;
   c.rank = info.rank;
   c.world_size = info.world_size;
   c.round = info.round;
   c.tensors.resize(table.size());
   for (size_t t = 0; t < table.size(); ++t)
-    decode_tensor(data, info.tensors[t], table[t], source_rank, round, c.tensors[t]);
+    decode_tensor(data, info.tensors[t], table[t], source_rank, round, info.values, c.tensors[t]);
   return c;
 }
 
 void loco_accumulate(const LocoContribution& contribution, const std::vector<LocoSumView>& sums) {
-  check_sums(sums, contribution.tensors.size(), "loco_accumulate");
+  check_sums(sums, contribution.tensors.size(), "loco_accumulate", contribution.values);
   check_indices_fit(contribution, sums, "loco_accumulate");
-  for (size_t t = 0; t < sums.size(); ++t) add_tensor(contribution.tensors[t], sums[t].data);
+  for (size_t t = 0; t < sums.size(); ++t) {
+    const auto& ct = contribution.tensors[t];
+    if (contribution.values != LocoValues::Ulp) {
+      add_tensor(ct, sums[t].data);
+      continue;
+    }
+    for (size_t j = 0; j < ct.indices.size(); ++j) {
+      const uint32_t i = ct.indices[j];
+      sums[t].data[i] += ct.counts[j] == kernels::kLocoUlpEscape
+                             ? ct.values[j]
+                             : static_cast<float>(ct.counts[j]) * kernels::loco_ulp_step(sums[t].global[i]);
+    }
+  }
 }
 
 void loco_sum_in_rank_order(const std::vector<LocoContribution>& by_rank,
@@ -675,15 +878,20 @@ void loco_sum_in_rank_order(const std::vector<LocoContribution>& by_rank,
   if (by_rank.empty()) throw std::invalid_argument(std::string(fn) + ": no contributions");
   for (size_t r = 0; r < by_rank.size(); ++r) {
     const auto& c = by_rank[r];
+    if (c.values != by_rank[0].values)
+      throw std::invalid_argument(std::string(fn) + ": rank " + std::to_string(r) + " sent " +
+                                  loco_values_name(c.values) + " values, rank 0 " +
+                                  loco_values_name(by_rank[0].values));
     if (c.rank != r || c.world_size != by_rank.size() || c.round != by_rank[0].round)
       throw std::invalid_argument(std::string(fn) + ": entry " + std::to_string(r) + " is rank " +
                                   std::to_string(c.rank) + " of " + std::to_string(c.world_size) +
                                   ", round " + std::to_string(c.round) + "; expected rank " +
                                   std::to_string(r) + " of " + std::to_string(by_rank.size()) + ", round " +
                                   std::to_string(by_rank[0].round));
-    check_sums(sums, c.tensors.size(), fn);
+    check_sums(sums, c.tensors.size(), fn, c.values);
     check_indices_fit(c, sums, fn);
   }
+  const bool ulp = by_rank[0].values == LocoValues::Ulp;
   // Biggest tensors first; each tensor's elements are summed by one thread in rank order.
   std::vector<size_t> order(sums.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -692,15 +900,22 @@ void loco_sum_in_rank_order(const std::vector<LocoContribution>& by_rank,
   parallel_for(order.size(), threads, [&](size_t k) {
     const size_t t = order[k];
     std::fill(sums[t].data, sums[t].data + sums[t].numel, 0.0f);
-    for (const auto& c : by_rank) add_tensor(c.tensors[t], sums[t].data);
+    if (!ulp) {
+      for (const auto& c : by_rank) add_tensor(c.tensors[t], sums[t].data);
+      return;
+    }
+    std::vector<int64_t> counts(sums[t].numel, 0);  // |sum| <= W 2^24 < 2^56 for any uint32 W
+    for (const auto& c : by_rank) add_counts(c.tensors[t], counts.data(), sums[t].data);
+    finish_ulp_sum(counts.data(), sums[t].global, sums[t].data, sums[t].numel);
   });
 }
 
 std::vector<LocoContribution> loco_decode_and_sum(const std::vector<LocoBufferView>& buffers, uint64_t round,
                                                   const std::vector<LocoTensorSpec>& table,
-                                                  const std::vector<LocoSumView>& sums, int threads) {
+                                                  const std::vector<LocoSumView>& sums, int threads,
+                                                  LocoValues values) {
   if (buffers.empty()) throw std::invalid_argument("loco_decode_and_sum: no buffers");
-  check_sums(sums, table.size(), "loco_decode_and_sum");
+  check_sums(sums, table.size(), "loco_decode_and_sum", values);
   for (size_t t = 0; t < table.size(); ++t)
     if (sums[t].numel != table[t].numel)
       throw std::invalid_argument("loco_decode_and_sum: sum buffer of tensor '" + table[t].name + "' has " +
@@ -712,7 +927,7 @@ std::vector<LocoContribution> loco_decode_and_sum(const std::vector<LocoBufferVi
   parallel_for(buffers.size(), threads, [&](size_t r) {
     try {
       by_rank[r] = decode_loco_contribution(buffers[r].data, buffers[r].size, static_cast<uint32_t>(r), world,
-                                            round, table);
+                                            round, table, values);
     } catch (...) {
       errors[r] = std::current_exception();  // keep going: the lowest rank's error is reported
     }

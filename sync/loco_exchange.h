@@ -2,11 +2,12 @@
 // sends at the end of a DiLoCo round, and the rank-ordered summation of all ranks' contributions.
 //
 // A rank's contribution lists, per tensor of a model-wide tensor table (same names, numel and order on
-// every rank), the element indices that fired (strictly ascending uint32, < numel) and their FP32
-// values. Indices are coded with the sync/index_coding.h codecs (varint gaps, bitmap or dense, chosen
-// per tensor by size), values are raw little-endian FP32 or zstd (optionally of the byte planes) when
-// that is smaller; every stream is sized exactly, nothing is padded to the largest rank. Byte layout:
-// sync/LOCO_FORMAT.md.
+// every rank), the element indices that fired (strictly ascending uint32, < numel) and their values:
+// FP32 (LocoValues::Fp32), or signed counts of each weight's BF16 step (LocoValues::Ulp,
+// kernels/loco_ulp.h: zigzag LEB128, raw or zstd, with FP32 escapes). Indices are coded with the
+// sync/index_coding.h codecs (varint gaps, bitmap or dense, chosen per tensor by size), values are raw
+// little-endian FP32 or zstd (optionally of the byte planes) when that is smaller; every stream is sized
+// exactly, nothing is padded to the largest rank. Byte layout: sync/LOCO_FORMAT.md.
 //
 // Decoding validates everything before a caller can sum anything: magic, version, size, checksum,
 // source rank, world size, round, tensor table hash, every size and offset, every index (bounds, strict
@@ -22,11 +23,15 @@
 #include <string>
 #include <vector>
 
+#include "sync/loco_values.h"
+
 namespace pulse::sync {
 
-/// Wire format version written by encode_loco_contribution (sync/LOCO_FORMAT.md); the decoder accepts
-/// exactly this version.
-constexpr uint32_t kLocoFormatVersion = 1;
+/// Wire format version written by encode_loco_contribution (sync/LOCO_FORMAT.md). The decoder reads this
+/// version and version 1 (FP32 values only; its header field 12, flags = 0, is version 2's value mode).
+constexpr uint32_t kLocoFormatVersion = 2;
+/// The oldest version the decoder still reads.
+constexpr uint32_t kLocoFormatVersionOldest = 1;
 
 /// Any rejected contribution (bad magic/version/size/checksum, wrong rank/world size/round/tensor
 /// table, a stream running out of the buffer, an index out of range or not ascending, a count
@@ -55,12 +60,15 @@ struct LocoTensorSpec {
 uint64_t loco_table_hash(const std::vector<LocoTensorSpec>& table);
 
 /// The fired entries of one tensor, borrowed from the caller: `count` indices (uint32, strictly
-/// ascending, each < the tensor's numel) and `count` FP32 values (finite). Pointers may be null when
-/// count is 0.
+/// ascending, each < the tensor's numel) and `count` FP32 values (finite). Ulp contributions also need
+/// `counts`: per entry a nonzero step count with |c| <= kernels::kLocoUlpMaxCount, or
+/// kernels::kLocoUlpEscape, whose FP32 value is values[j] (values is read only at escapes). Pointers may
+/// be null when count is 0.
 struct LocoFiredView {
   const uint32_t* indices = nullptr;
   const float* values = nullptr;
   uint64_t count = 0;
+  const int32_t* counts = nullptr;  ///< LocoValues::Ulp only
 };
 
 /// Encoder settings.
@@ -70,6 +78,8 @@ struct LocoEncodeOptions {
   int zstd_level = 1;
   /// Threads encoding tensors in parallel (0 = all hardware threads). The output does not depend on it.
   int threads = 1;
+  /// Value mode written (header field value_mode); Ulp reads LocoFiredView::counts.
+  LocoValues values = LocoValues::Fp32;
 };
 
 /// Encodes one rank's round contribution. `fired[t]` belongs to `table[t]` (same size). Output: the
@@ -95,7 +105,8 @@ enum class LocoIndexCoding : uint8_t { VarintGaps = 0, Bitmap = 1, Dense = 2 };
 /// plane stored raw or as its own zstd frame.
 enum class LocoStreamCodec : uint8_t { Raw = 0, Zstd = 1, BytePlanes = 2 };
 
-/// Per-tensor part of a contribution's header.
+/// Per-tensor part of a contribution's header. In a Ulp contribution `value_codec` is the count stream's
+/// codec (Raw or Zstd), value_offset its start, value_stored_bytes = count_stored_bytes + 4 * escapes.
 struct LocoTensorInfo {
   LocoIndexCoding index_coding = LocoIndexCoding::VarintGaps;
   LocoStreamCodec index_codec = LocoStreamCodec::Raw;  ///< Raw or Zstd
@@ -108,10 +119,16 @@ struct LocoTensorInfo {
   uint64_t plane_stored_bytes[4] = {0, 0, 0, 0};  ///< BytePlanes: bytes of each plane on the wire
   uint64_t index_offset = 0;                      ///< byte offset of the stored index stream in the buffer
   uint64_t value_offset = 0;                      ///< byte offset of the stored value stream in the buffer
+  uint64_t count_raw_bytes = 0;                   ///< Ulp: zigzag LEB128 count stream before compression
+  uint64_t count_stored_bytes = 0;                ///< Ulp: count stream on the wire
+  uint64_t escapes = 0;                           ///< Ulp: entries coded 0 (FP32 escapes)
+  uint64_t escape_offset = 0;                     ///< Ulp: byte offset of the raw FP32 escape stream
 };
 
 /// The header of a contribution, as inspect_loco_contribution reads it.
 struct LocoContributionInfo {
+  uint32_t version = 0;  ///< format_version of the buffer (1 or 2)
+  LocoValues values = LocoValues::Fp32;
   uint32_t rank = 0, world_size = 0;
   uint64_t round = 0;
   uint64_t table_hash = 0;
@@ -123,13 +140,16 @@ struct LocoContributionInfo {
 };
 
 /// A decoded, fully validated contribution: per tensor (table order) the fired indices (strictly
-/// ascending, < numel) and their finite FP32 values, bit for bit as encoded (-0 and subnormals kept).
+/// ascending, < numel) and their finite FP32 values, bit for bit as encoded (-0 and subnormals kept);
+/// for Ulp also their counts.
 struct LocoContribution {
+  LocoValues values = LocoValues::Fp32;
   uint32_t rank = 0, world_size = 0;
   uint64_t round = 0;
   struct Tensor {
     std::vector<uint32_t> indices;
-    std::vector<float> values;  ///< values[j] belongs to indices[j]
+    std::vector<float> values;    ///< values[j] belongs to indices[j]; Ulp: the escape's FP32 value, else 0
+    std::vector<int32_t> counts;  ///< Ulp only: counts[j] != 0, or kernels::kLocoUlpEscape; Fp32: empty
   };
   std::vector<Tensor> tensors;
 };
@@ -141,12 +161,14 @@ struct LocoContribution {
 /// entry (codings known, sizes consistent, streams inside the buffer and contiguous, no trailing
 /// bytes), then per tensor: decompression to exactly the declared size, the index stream
 /// (validate_index_stream: bounds, strict order, no trailing bytes, bitmap popcount), every value
-/// finite. Throws LocoError naming source_rank, round, the tensor and the byte offset (std::invalid_argument
-/// when source_rank >= world_size); never reads
-/// outside [data, data + size). Returns only when everything passed.
+/// finite; for Ulp the count stream (count codes, each |c| <= kLocoUlpMaxCount, zeros == escapes).
+/// The buffer's value mode must be `values` (a version 1 buffer is Fp32). Throws LocoError naming
+/// source_rank, round, the tensor and the byte offset (std::invalid_argument when source_rank >=
+/// world_size); never reads outside [data, data + size). Returns only when everything passed.
 LocoContribution decode_loco_contribution(const uint8_t* data, size_t size, uint32_t source_rank,
                                           uint32_t world_size, uint64_t round,
-                                          const std::vector<LocoTensorSpec>& table);
+                                          const std::vector<LocoTensorSpec>& table,
+                                          LocoValues values = LocoValues::Fp32);
 
 /// Reads and checks the header of a contribution (magic, version, size, checksum, entries, sizes and
 /// offsets inside the buffer) without checking rank/round/table or decoding streams; for byte
@@ -154,26 +176,34 @@ LocoContribution decode_loco_contribution(const uint8_t* data, size_t size, uint
 LocoContributionInfo inspect_loco_contribution(const uint8_t* data, size_t size, uint32_t source_rank = 0,
                                                uint64_t round = 0);
 
-/// A dense FP32 per-tensor sum buffer owned by the caller: `numel` floats at `data`.
+/// A dense FP32 per-tensor sum buffer owned by the caller: `numel` floats at `data`. Ulp sums also read
+/// `global`: the round-start FP32 global weights of the tensor (numel floats), whose BF16 steps
+/// (kernels/loco_ulp.h) scale the summed counts.
 struct LocoSumView {
   float* data = nullptr;
   uint64_t numel = 0;
+  const float* global = nullptr;  ///< LocoValues::Ulp only
 };
 
 /// Adds a decoded contribution into `sums` (sums[t] belongs to table tensor t): sums[t][i_j] +=
-/// v_j in FP32 (round to nearest even), in index order. Throws std::invalid_argument when the tensor
-/// count differs, a sum buffer is null with numel > 0, or an index is >= its buffer's numel (then
-/// nothing has been added). Not thread safe for overlapping sums.
+/// v_j in FP32 (round to nearest even), in index order (Ulp: v_j = the value sent, float(c) * step, or
+/// the escape). Throws std::invalid_argument when the tensor count differs, a sum buffer is null with
+/// numel > 0 (or, Ulp, its global is), or an index is >= its buffer's numel (then nothing has been
+/// added). Not thread safe for overlapping sums.
 void loco_accumulate(const LocoContribution& contribution, const std::vector<LocoSumView>& sums);
 
 /// Sets every sum to +0.0f, then adds the contributions of ranks 0, 1, ..., W-1 in that order
 /// (`by_rank[r]` must be rank r's, W = by_rank.size(), every world_size == W, all rounds equal), so
 /// that each element is ((0 + c_0) + c_1) + ... + c_{W-1} over the ranks that sent it. FP32 addition is
 /// not associative: this fixed order is what makes every rank's sums bit-identical, whatever order the
-/// buffers arrived in. (0 + -0 = +0, so an element only ranks sent -0 for sums to +0.) Throws
-/// std::invalid_argument on a rank/world/round/shape mismatch, before any sum is written. `threads`
-/// (0 = all) split the work by tensor; the result does not depend on it (each element is still summed
-/// by one thread in rank order).
+/// buffers arrived in. (0 + -0 = +0, so an element only ranks sent -0 for sums to +0.)
+/// Ulp contributions (all of one value mode): per element the counts are summed exactly in int64
+/// (C = c_0 + ... + c_{W-1}, |C| <= W 2^24 < 2^56), the escapes in FP32 in rank order from +0 (E), and
+/// the sum is float(C) * step + E: float(C) rounds to nearest even (exact while |C| <= 2^24), the product
+/// by the power-of-two step is exact unless it overflows, then one rounded add. Throws
+/// std::invalid_argument on a rank/world/round/value-mode/shape mismatch, before any sum is written.
+/// `threads` (0 = all) split the work by tensor; the result does not depend on it (each element is still
+/// summed by one thread in rank order).
 void loco_sum_in_rank_order(const std::vector<LocoContribution>& by_rank,
                             const std::vector<LocoSumView>& sums, int threads = 1);
 
@@ -188,9 +218,11 @@ struct LocoBufferView {
 /// bad buffer, leaving `sums` untouched; std::invalid_argument for sum buffers that do not match the
 /// table. `threads` (0 = all) decode ranks in parallel and then sum by tensor; the result does not
 /// depend on it. Returns the decoded contributions (by rank), e.g. for accounting.
+/// `values`: the value mode every buffer must carry.
 std::vector<LocoContribution> loco_decode_and_sum(const std::vector<LocoBufferView>& buffers, uint64_t round,
                                                   const std::vector<LocoTensorSpec>& table,
-                                                  const std::vector<LocoSumView>& sums, int threads = 1);
+                                                  const std::vector<LocoSumView>& sums, int threads = 1,
+                                                  LocoValues values = LocoValues::Fp32);
 
 // ---- byte accounting ---------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-// `pulse bench loco [--json]`: runs ddp, diloco and pulseloco with `pulse launch` from the same seed and
-// compares them (bench/loco_bench.h).
+// `pulse bench loco [--json]`: runs ddp, diloco, pulseloco (FP32 values) and pulseloco-ulp (BF16 step
+// counts) with `pulse launch` from the same seed and compares them (bench/loco_bench.h).
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -23,48 +23,29 @@ struct LocoBenchOptions {
   int64_t inner_steps = 10;
   double lr = 3e-6;
   std::string dir;  ///< "" = a fresh folder under runs/
-  std::vector<std::string> modes = {"ddp", "diloco", "pulseloco"};
+  /// multi.mode values, plus pulseloco-ulp (pulseloco with multi.values = ulp; pulseloco runs fp32)
+  std::vector<std::string> modes = {"ddp", "diloco", "pulseloco", bench::kLocoUlpMode};
   std::vector<std::string> overrides;
   bool json = false;
 };
 
-/// The --modes names as modes (a name other than ddp, diloco, pulseloco is a usage error naming them).
-std::vector<rl::MultiMode> parse_modes(const std::vector<std::string>& names) {
-  std::vector<rl::MultiMode> modes;
-  for (const auto& name : names) {
-    bool known = false;
-    for (size_t i = 1; i < rl::kMultiModeNames.size() && !known; ++i)
-      if (name == rl::kMultiModeNames[i]) modes.push_back(static_cast<rl::MultiMode>(i)), known = true;
-    if (!known)
-      throw CLI::ValidationError("--modes", "must be ddp, diloco or pulseloco (got '" + name + "')");
-  }
-  return modes;
-}
-
-int run_loco_bench(const LocoBenchOptions& o, const std::vector<rl::MultiMode>& modes) {
+int run_loco_bench(const LocoBenchOptions& o) {
   const std::string root = o.dir.empty() ? "runs/bench-loco-" + std::to_string(::time(nullptr)) : o.dir;
   fs::create_directories(root);
   std::vector<bench::LocoModeResult> results;
-  for (const rl::MultiMode m : modes) {
-    const std::string mode = rl::name_of(m);
+  for (const auto& mode : o.modes) {
     const std::string run_dir = root + "/" + mode;
     LaunchOptions lo;
     lo.nproc = o.nproc;
-    lo.args = {"run",
-               o.config,
-               "--quiet",
-               "--set",
-               "multi.mode=" + mode,
-               "--set",
-               "rl.steps=" + std::to_string(o.steps),
-               "--set",
-               "multi.inner_steps=" + std::to_string(o.inner_steps),
-               "--set",
-               "run.checkpoint_every=" + std::to_string(o.inner_steps),
-               "--set",
-               "optimizer.lr=" + std::to_string(o.lr),
-               "--set",
-               "run.dir=" + run_dir};
+    lo.args = {"run", o.config, "--quiet"};
+    for (const auto& s : bench::loco_mode_settings(mode)) {
+      lo.args.push_back("--set");
+      lo.args.push_back(s);
+    }
+    lo.args.insert(lo.args.end(), {"--set", "rl.steps=" + std::to_string(o.steps), "--set",
+                                   "multi.inner_steps=" + std::to_string(o.inner_steps), "--set",
+                                   "run.checkpoint_every=" + std::to_string(o.inner_steps), "--set",
+                                   "optimizer.lr=" + std::to_string(o.lr), "--set", "run.dir=" + run_dir});
     for (const auto& s : o.overrides) {
       lo.args.push_back("--set");
       lo.args.push_back(s);
@@ -73,7 +54,7 @@ int run_loco_bench(const LocoBenchOptions& o, const std::vector<rl::MultiMode>& 
     const int rc = launch(lo);
     if (rc != 0)
       throw std::runtime_error("bench loco: the " + mode + " run failed (exit " + std::to_string(rc) + ")");
-    results.push_back(bench::read_loco_run(run_dir, m, o.inner_steps));
+    results.push_back(bench::read_loco_run(run_dir, mode, o.inner_steps));
   }
   std::cout << (o.json ? bench::loco_json(results, o.inner_steps, o.lr) + "\n"
                        : bench::loco_table(results, o.inner_steps, o.lr));
@@ -86,8 +67,9 @@ void register_loco_bench(CLI::App& bench) {
   auto o = std::make_shared<LocoBenchOptions>();
   auto* cmd = bench.add_subcommand(
       "loco",
-      "ddp vs diloco vs pulseloco from the same seed: bytes per trainer per round and over the same "
-      "window of steps, fired fraction, reward curves (real `pulse launch` runs)");
+      "ddp vs diloco vs pulseloco (fp32 values) vs pulseloco-ulp (BF16 step counts) from the same seed: "
+      "bytes per trainer per round and over the same window of steps, fired fraction, bytes per fired "
+      "entry, reward curves (real `pulse launch` runs)");
   cmd->add_flag("--json", o->json, "print one JSON object instead of a table");
   cmd->add_option("--config", o->config, "multi-trainer config")->capture_default_str();
   cmd->add_option("--nproc", o->nproc, "trainers")->capture_default_str()->check(CLI::Range(1, 64));
@@ -101,7 +83,7 @@ void register_loco_bench(CLI::App& bench) {
   cmd->callback([o] {
     if (o->steps % o->inner_steps != 0)
       throw CLI::ValidationError("--steps", "must be a multiple of --inner-steps");
-    int rc = run_loco_bench(*o, parse_modes(o->modes));
+    int rc = run_loco_bench(*o);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

@@ -127,6 +127,7 @@ json multi_summary(const Config& config, const rl::TrainerGroup& group, bool out
     }
   }
   json out{{"mode", rl::name_of(config.multi.mode)},
+           {"values", sync::loco_values_name(config.multi.values)},
            {"rank", group.rank()},
            {"world_size", group.world_size()},
            {"comm_payload_bytes_total", payload},

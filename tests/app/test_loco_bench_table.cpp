@@ -15,10 +15,10 @@ using pulse::bench::LocoModeResult;
 TEST_CASE("loco bench: ddp's fired fraction is not applicable, not 0", "[bench][loco]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<LocoModeResult> modes(2);
-  modes[0].mode = pulse::rl::MultiMode::Ddp;
+  modes[0].mode = "ddp";
   modes[0].fired_fraction = nan;
   modes[0].payload_bytes = 2'000'000;
-  modes[1].mode = pulse::rl::MultiMode::PulseLoco;
+  modes[1].mode = "pulseloco";
   modes[1].fired_fraction = 0.041;
   modes[1].payload_bytes = 10'000;
   modes[1].rounds = 2;

@@ -3,7 +3,7 @@
 // `pulse config --check` reads the model too. Before: num_hidden_layers = 1000000 reached 15.4 GB of RSS in
 // ~60 s; hidden_size = 1e9 failed with "you tried to allocate 1248000000000 bytes" naming no file;
 // --check never opened model.config; rms_norm_eps = -1 ran SFT and left a run folder.
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <sys/resource.h>
 #include <sys/wait.h>

@@ -2,7 +2,7 @@
 // tokenizer has ids never samples those rows (greedy, temperature, top-k, top-p), and GRPO scores the
 // rollouts under the same masked distribution the sampler drew from. Before the rule, a sampled id past
 // the tokenizer ended the run ("SentencePiece decode: id 360 out of range").
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <cmath>
 #include <tuple>

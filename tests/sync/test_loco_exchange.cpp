@@ -207,20 +207,18 @@ TEST_CASE("loco: a tensor with nothing fired costs 2 bytes, an empty contributio
   CHECK(decode(none, 0, 1, 0, {}).tensors.empty());
 }
 
-TEST_CASE("loco: the byte layout is the one LOCO_FORMAT.md documents", "[sync][loco]") {
-  // numel 64, indices {1, 5, 9} (gaps 1, 3, 3; 3 bytes < an 8-byte bitmap), values 1.0, -2.0, 0.5;
-  // numel 8 with nothing fired; numel 2 with both fired (dense). Raw streams (level 0).
-  const std::vector<LocoTensorSpec> table = {{"a", 64}, {"b", 8}, {"c", 2}};
-  std::vector<Fired> fired = {{{1, 5, 9}, {1.0f, -2.0f, 0.5f}}, {}, {{0, 1}, {3.0f, -0.0f}}};
-  LocoEncodeOptions opt;
-  opt.zstd_level = 0;
-  const auto buf = encode_loco_contribution(2, 4, 0x1234567890ull, table, views(fired), opt);
+namespace {
 
+/// The documented example of LOCO_FORMAT.md built byte by byte (not by the encoder), as format
+/// `version` writes it (1: field 12 is flags = 0; 2: value_mode 0 = FP32): tensor 'a' numel 64, indices
+/// {1, 5, 9} (gaps 1, 3, 3; 3 bytes < an 8-byte bitmap), values 1.0, -2.0, 0.5; 'b' numel 8 with nothing
+/// fired; 'c' numel 2 with both fired (dense). Raw streams.
+std::vector<uint8_t> documented_fp32_buffer(uint32_t version, const std::vector<LocoTensorSpec>& table) {
   std::vector<uint8_t> want;
   ByteWriter w(want);
   w.bytes("PULSELOC", 8);
-  w.u32(1);  // format_version
-  w.u32(0);  // flags
+  w.u32(version);  // format_version
+  w.u32(0);        // version 1: flags; version 2: value_mode 0 (FP32)
   const size_t total_at = want.size();
   w.u64(0);  // total_bytes, patched below
   w.u32(2);  // rank
@@ -260,7 +258,47 @@ TEST_CASE("loco: the byte layout is the one LOCO_FORMAT.md documents", "[sync][l
   const uint64_t total = want.size();
   for (int i = 0; i < 8; ++i) want[total_at + i] = static_cast<uint8_t>(total >> (8 * i));
   reseal(want);
-  CHECK(buf == want);
+  return want;
+}
+
+}  // namespace
+
+TEST_CASE("loco: the byte layout is the one LOCO_FORMAT.md documents", "[sync][loco]") {
+  const std::vector<LocoTensorSpec> table = {{"a", 64}, {"b", 8}, {"c", 2}};
+  std::vector<Fired> fired = {{{1, 5, 9}, {1.0f, -2.0f, 0.5f}}, {}, {{0, 1}, {3.0f, -0.0f}}};
+  LocoEncodeOptions opt;
+  opt.zstd_level = 0;
+  const auto buf = encode_loco_contribution(2, 4, 0x1234567890ull, table, views(fired), opt);
+  CHECK(buf == documented_fp32_buffer(2, table));
+}
+
+TEST_CASE("loco: a version 1 payload is still read, as FP32 values", "[sync][loco]") {
+  const std::vector<LocoTensorSpec> table = {{"a", 64}, {"b", 8}, {"c", 2}};
+  const std::vector<Fired> fired = {{{1, 5, 9}, {1.0f, -2.0f, 0.5f}}, {}, {{0, 1}, {3.0f, -0.0f}}};
+  const auto v1 = documented_fp32_buffer(1, table);
+  const LocoContributionInfo info = inspect_loco_contribution(v1.data(), v1.size());
+  CHECK(info.version == 1);
+  CHECK(info.values == LocoValues::Fp32);
+  const LocoContribution c = decode(v1, 2, 4, 0x1234567890ull, table);
+  CHECK(c.values == LocoValues::Fp32);
+  check_equal(fired, c);
+  // A receiver in ulp mode refuses it, naming both modes.
+  CHECK_THROWS_WITH(
+      decode_loco_contribution(v1.data(), v1.size(), 2, 4, 0x1234567890ull, table, LocoValues::Ulp),
+      Catch::Contains("at byte 12") && Catch::Contains("fp32 values, expected ulp"));
+  // Version 1 knew no value modes: its flags must stay 0. Unknown versions are named.
+  auto flagged = v1;
+  flagged[12] = 1;
+  reseal(flagged);
+  CHECK_THROWS_WITH(decode(flagged, 2, 4, 0x1234567890ull, table), Catch::Contains("unknown flags 1"));
+  for (uint32_t version : {0u, 3u}) {
+    auto other = v1;
+    other[8] = static_cast<uint8_t>(version);
+    reseal(other);
+    CHECK_THROWS_WITH(
+        decode(other, 2, 4, 0x1234567890ull, table),
+        Catch::Contains("format version " + std::to_string(version) + ", this reader knows versions 1 to 2"));
+  }
 }
 
 TEST_CASE("loco: rank-order sums equal a scalar reference, whatever the densities", "[sync][loco]") {

@@ -247,6 +247,14 @@ static inline float __fsub_rn(float a, float b) {
   volatile float r = a - b;
   return r;
 }
+static inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+static inline float __fdiv_rn(float a, float b) {
+  volatile float r = a / b;
+  return r;
+}
 // One OS thread runs every fiber, and a fiber is never switched inside these: plain operations are atomic.
 template <typename T, typename V>
 static inline T atomicMin(T* p, V v) {
