@@ -6,7 +6,7 @@
 // the outer state as it was; and a saved outer state resumes exactly.
 #include <signal.h>
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.h"
 
 #include <chrono>
 #include <cstring>
