@@ -410,10 +410,6 @@ bool set_from_node(const FieldPtr& p, const toml::node& node) {
                                  auto v = node.value_exact<std::string>();
                                  return v ? d.set(*v) : false;
                                },
-                               [&](sync::LocoValues* d) {
-                                 auto v = node.value_exact<std::string>();
-                                 return v ? loco_values_text(*v, d) : false;
-                               },
                                [&](auto* d) {
                                  auto v = node.value_exact<int64_t>();
                                  return v ? set_integer(d, *v) : false;

@@ -142,7 +142,7 @@ void check_prompt_tokens(const Config& config, const ProblemSets& sets, const mo
       const bool from_eval_path = held_out && !d.eval_path.empty();
       const std::string file = from_eval_path ? d.eval_path : d.path;
       throw std::runtime_error(
-          (file.empty() ? "data.task " + d.task
+          (file.empty() ? std::string("data.task ") + name_of(d.task)
                         : std::string(from_eval_path ? "data.eval_path '" : "data.path '") + file + "'") +
           ": problem '" + p.id + "': its prompt (the question in chat template '" +
           config.tokenizer.chat_template + "') is " + std::to_string(n) +

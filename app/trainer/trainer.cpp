@@ -163,7 +163,7 @@ void Trainer::join_group_weights() {
 }
 
 std::string Trainer::config_source() const {
-  return opt_.resume_dir.empty() ? opt_.config_path : run_dir_ + "/config.toml";
+  return opt_.resume_dir.empty() ? opt_.config_path : run_dir_.path() + "/config.toml";
 }
 
 MemoryRole Trainer::memory_role() const {

@@ -51,7 +51,7 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
 
 OuterConfig config(LocoValues values, double lr = 0.7, double mu = 0.9, bool open = false) {
   OuterConfig c;
-  c.mode = "pulseloco";
+  c.mode = pulse::rl::MultiMode::PulseLoco;
   c.values = values;
   c.outer_lr = lr;
   c.outer_momentum = mu;
