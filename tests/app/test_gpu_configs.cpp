@@ -6,7 +6,7 @@
 
 #include "app/config.h"
 #include "app/setup.h"
-#include "model/param_count.h"
+#include "model/model_size.h"
 #include "model/tokenizer.h"
 #include "sync/io/atomic_file.h"
 #include "tests/test_paths.h"
@@ -18,7 +18,7 @@ TEST_CASE("configs/gpu-0.5b.toml is a Qwen2.5-0.5B-shaped BF16 GRPO run on cuda"
   const auto config = pulse::app::load_config(source_path("configs/gpu-0.5b.toml"), {"run.device=cpu"});
   CHECK(config.model.path.empty());  // random init, then the SFT warm start
   CHECK(config.model.dtype == "bfloat16");
-  CHECK(config.data.task == "synthetic_math");
+  CHECK(config.data.task == pulse::app::DataTask::SyntheticMath);
   CHECK(config.sft.loop.steps > 0);
   CHECK(config.optimizer.lr == 1e-6);
   CHECK(config.run.workers == 2);

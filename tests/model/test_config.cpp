@@ -9,7 +9,7 @@
 #include "model/chat_template.h"
 #include "model/config.h"
 #include "model/default_config.h"
-#include "model/param_count.h"
+#include "model/model_size.h"
 #include "model/transformer.h"
 #include "sync/io/atomic_file.h"
 #include "tests/test_paths.h"
