@@ -163,7 +163,7 @@ TEST_CASE("bench wan: the scaled rate is real rate * dense bytes / 7B dense byte
   CHECK(wan::mtu_for_rate(2.6e9) == 65000);
 }
 
-TEST_CASE("bench wan: namespace names carry the owner pid; other names are not the bench's", "[wan]") {
+TEST_CASE("bench wan: namespace names carry the owner pid and other names are not the bench's", "[wan]") {
   CHECK(wan::namespace_name("pulsewan", 123, "w0") == "pulsewan-123-w0");
   CHECK(wan::namespace_owner("pulsewan", "pulsewan-123-w0") == 123);
   CHECK(wan::namespace_owner("pulsewan", "pulsewan-123-work") == 123);
@@ -245,7 +245,7 @@ TEST_CASE("bench wan: sync.dense needs an anchor at every version", "[wan]") {
 }
 
 TEST_CASE(
-    "bench wan: stale sets of a killed bench are swept, live and foreign ones kept; a taken name is "
+    "bench wan: stale sets of a killed bench are swept, live and foreign ones kept, and a taken name is "
     "refused",
     "[wan][netns]") {
   if (const std::string why = wan::missing_prerequisites(); !why.empty()) {

@@ -151,7 +151,7 @@ TEST_CASE("control: when every worker keeps sending bad reports the job fails wi
   server.stop();
 }
 
-TEST_CASE("control: idle sockets do not delay registration; 405, 404, 413 and a huge name, all JSON",
+TEST_CASE("control: idle sockets do not delay registration, and 405, 404, 413 and a huge name, all JSON",
           "[app][fleet][hostile]") {
   auto server = make_server(0);
   server.start();

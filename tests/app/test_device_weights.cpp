@@ -107,7 +107,8 @@ class OneStepSource : public sync::LocalPatchSource {
 app::JobOptions tiny_bf16_run(const std::string& dir, const std::string& device) {
   app::JobOptions o;
   o.config_path = test_run::write_tiny_config(dir);
-  // The config's 100 SFT steps: after them GRPO changes ~50k BF16 elements a step (10 leave it at 0).
+  // The config's 100 SFT steps: after them GRPO changes ~50k BF16 elements in a step whose groups do not
+  // all score alike (10 SFT steps leave every step at 0).
   o.overrides = {"run.dir=" + dir + "/run", "rl.steps=3",          "eval.before=false",
                  "eval.after=false",        "run.workers=1",       "run.checkpoint_every=0",
                  "model.dtype=bfloat16",    "run.device=" + device};
@@ -362,13 +363,16 @@ TEST_CASE("a tiny BF16 run on the CPU: every worker sync is a full copy, counted
   REQUIRE(app::run_job(tiny_bf16_run(dir, "cpu")) == 0);
   const auto rows = app::MetricsLog::read(dir.path + "/run/metrics.jsonl");
   REQUIRE(rows.size() == 3);
+  int64_t changed = 0;
   for (const auto& row : rows) {
     INFO(row.dump());
     CHECK(row["bit_identical"] == true);
-    CHECK(row["changed"].get<int64_t>() > 0);
     CHECK(row["full_copy_loads"] == 1);
     CHECK(row["device_patch_loads"] == 0);
+    changed += row["changed"].get<int64_t>();
   }
+  // The copies carried updates (a step whose groups all score alike changes nothing: not every step must).
+  CHECK(changed > 0);
 }
 
 TEST_CASE("GPU: a tiny BF16 run on cuda patches its worker's model on the device, bit-identical",
@@ -383,13 +387,15 @@ TEST_CASE("GPU: a tiny BF16 run on cuda patches its worker's model on the device
   REQUIRE(app::run_job(tiny_bf16_run(dir, "cuda")) == 0);
   const auto rows = app::MetricsLog::read(dir.path + "/run/metrics.jsonl");
   REQUIRE(rows.size() == 3);
+  int64_t changed = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     INFO("step " << i << ": " << rows[i].dump());
     CHECK(rows[i]["bit_identical"] == true);
-    CHECK(rows[i]["changed"].get<int64_t>() > 0);
+    changed += rows[i]["changed"].get<int64_t>();
     // One sync per step; the bootstrap (an anchor: a full copy) may land in the first row.
     CHECK(rows[i]["device_patch_loads"].get<int64_t>() + rows[i]["full_copy_loads"].get<int64_t>() == 1);
     if (i > 0) CHECK(rows[i]["device_patch_loads"] == 1);
   }
+  CHECK(changed > 0);
   CHECK(app::read_json(dir.path + "/run/summary.json")["bit_identical_every_step"] == true);
 }

@@ -111,17 +111,22 @@ TEST_CASE("a worker report with \"version\": null is answered 400 naming the fie
   json body = report;
   body["version"] = nullptr;  // what a NaN/Inf number becomes in JSON
 
+  // A registered member's report: the server checks the lease key before it reads the body.
+  app::ControlClient first(server.url(), "", 5, 0);
+  const app::RegisterReply reg = first.register_worker("first");
   httplib::Client client("127.0.0.1", server.port());
-  auto res = client.Post("/v1/report", body.dump(), "application/json");
+  auto res = client.Post(("/v1/report?worker=" + reg.key).c_str(), body.dump(), "application/json");
   REQUIRE(res);
   CHECK(res->status == 400);
   const json answer = json::parse(res->body);
   const std::string error = answer.at("error").get<std::string>();
-  CHECK(error == "worker report: field 'version': type must be number, but is null");
+  CHECK(error == "worker report: field 'version': must be an integer in [0, 18446744073709551615], got null");
   CHECK_THAT(error, !Catch::Contains("json.exception"));
 
   // The worker's client surfaces the same words (not retried: a 4xx cannot get better).
+  // (A refused report drops its member: the second report comes from a second one.)
   app::ControlClient worker(server.url(), "", 5, 0);
+  worker.register_worker("second");
   app::WorkerReport nan_reward = report;
   rl::Rollout ro;
   ro.response_ids = {5};

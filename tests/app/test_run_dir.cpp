@@ -50,7 +50,7 @@ TEST_CASE("run dir: a rank's folder, new or resumed, and the errors naming it", 
             "/two` (WORLD_SIZE is 1)");
 }
 
-TEST_CASE("run dir: one process holds the lock; discard removes what this process made", "[app][run dir]") {
+TEST_CASE("run dir: one process holds the lock and discard removes what this process made", "[app][run dir]") {
   const std::string root = pulse::test::process_temp_dir("pulse_run_dir_", "lock");
   {
     RunDir a;

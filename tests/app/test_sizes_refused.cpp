@@ -123,7 +123,7 @@ TEST_CASE("an absurd model config is refused by file and field before anything i
   }
 }
 
-TEST_CASE("run.max_memory_gb caps the estimate; the default tiny run fits", "[app][memory]") {
+TEST_CASE("run.max_memory_gb caps the estimate and the default tiny run fits", "[app][memory]") {
   pulse::app::Config config = pulse::app::parse_config("", "x.toml");
   const pulse::app::MemoryRole role{true, config.run.workers};
   CHECK_NOTHROW(pulse::app::check_model_inputs(config, "x.toml", role));

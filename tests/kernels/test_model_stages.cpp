@@ -13,7 +13,7 @@
 
 using namespace pulse::bench;
 
-TEST_CASE("qwen2.5-7b shapes: 339 tensors, 7.6 G elements; a scale divides the sizes", "[bench][model]") {
+TEST_CASE("qwen2.5-7b shapes: 339 tensors, 7.6 G elements, and a scale divides the sizes", "[bench][model]") {
   const auto full = qwen25_7b_shapes(1);
   uint64_t total = 0;
   for (const auto& t : full) total += t.elements();
