@@ -202,7 +202,9 @@ WanRun run_sync(const WanOptions& o, const std::string& mode, const LinkSpec& sp
                                     "--set",   "transport.host=0.0.0.0",
                                     "--set",   "transport.port=29600",
                                     "--set",   "rl.steps=" + std::to_string(o.sync_steps),
-                                    "--set",   "run.checkpoint_every=0"};
+                                    "--set",   "run.checkpoint_every=0",
+                                    "--set",   "rl.max_lag=" + std::to_string(o.sync_max_lag)};
+  run.max_lag = o.sync_max_lag;
   const auto common = common_sets(o, dir + "/run");
   targs.insert(targs.end(), common.begin(), common.end());
   if (mode == "dense")
@@ -276,6 +278,10 @@ WanRun run_loco(const WanOptions& o, const std::string& mode, const LinkSpec& sp
       "--set", "multi.inner_steps=" + std::to_string(o.inner_steps),
       "--set", "run.checkpoint_every=" + std::to_string(o.inner_steps),
       "--set", "multi.timeout_s=" + std::to_string(static_cast<int>(o.cap_s + 120))};
+  if (mode == "pulseloco") {
+    args.insert(args.end(), {"--set", "multi.values=" + o.loco_values});
+    run.values = o.loco_values;
+  }
   const auto common = common_sets(o, dir + "/run");
   args.insert(args.end(), common.begin(), common.end());
   // torchrun's environment, as `pulse launch --nnodes 2` gives each node (app/cmd/launch.h).

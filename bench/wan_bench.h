@@ -44,8 +44,13 @@ struct WanOptions {
   std::vector<std::string> loco_links = {"2.6s@0", "2.6s@50"};
   int64_t workers = 2;                 ///< sync path: worker hosts
   int64_t sync_steps = 4;              ///< GRPO steps per sync run
+  /// rl.max_lag of the sync runs (both modes). 1: the workers sample step s+1 at version s while the
+  /// trainer takes step s, and fetch the next patch meanwhile (PULSE's asynchronous setting: a transfer
+  /// shorter than a generation is hidden); 0: on-policy, every transfer waits between steps.
+  int64_t sync_max_lag = 1;
   int64_t loco_rounds = 1;             ///< outer rounds per loco run
   int64_t inner_steps = 3;             ///< H of the loco runs
+  std::string loco_values = "ulp";     ///< multi.values of the pulseloco runs: fp32 | ulp
   int64_t sft_steps = 40;              ///< SFT warm-start steps (same in every run: same weights at step 0)
   double lr = 3e-6;                    ///< GRPO lr, both paths (an RL-scale rate)
   double cap_s = 75;                   ///< per run, from shaping to a forced stop

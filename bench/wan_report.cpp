@@ -202,6 +202,8 @@ json wan_json(const std::vector<WanRun>& runs, double model_dense_bytes) {
                         {"bytes_per_round", opt(r.bytes_per_round)},
                         {"bit_identical", r.bit_identical},
                         {"wall_s", r.wall_s},
+                        {"max_lag", r.path == "sync" ? json(r.max_lag) : json()},
+                        {"values", r.values.empty() ? json() : json(r.values)},
                         {"note", r.note}});
   }
   return json{{"formula", scaling_formula(model_dense_bytes)},
@@ -233,6 +235,18 @@ std::string wan_table(const std::vector<WanRun>& runs, double model_dense_bytes)
   }
   t << "wait: workers' wait on weights (sync) / trainer's wait on the exchange (loco); busy = 1 - wait / "
        "step\n";
+  for (const auto& r : runs)
+    if (r.path == "sync") {
+      t << "sync runs at rl.max_lag = " << r.max_lag
+        << (r.max_lag > 0 ? " (workers sample with the previous version and prefetch the next patch)\n"
+                          : " (on-policy: every transfer waits between steps)\n");
+      break;
+    }
+  for (const auto& r : runs)
+    if (!r.values.empty()) {
+      t << "pulseloco sends multi.values = " << r.values << "\n";
+      break;
+    }
   t << scaling_formula(model_dense_bytes) << "\n";
   return t.str();
 }
@@ -292,8 +306,10 @@ void write_wan_html(const std::string& path, const std::vector<WanRun>& runs, do
     else if (r.comm_ms_per_round)
       comm += std::to_string(ci++) + " \"" + label + "\" " + fmt(*r.comm_ms_per_round, "%.3f") + "\n";
   }
-  if (busy.empty()) busy = "0 \"no sync runs\" 0 0\n";
-  if (comm.empty()) comm = "0 \"no loco rounds\" 0\n";
+  // A plot only for a path that has numbers (gnuplot refuses a log scale with no point above 0).
+  std::vector<std::string> plots;
+  if (!busy.empty()) plots.push_back("busy");
+  if (!comm.empty()) plots.push_back("comm");
   sync::write_file_atomic(dir + "/busy.dat", busy);
   sync::write_file_atomic(dir + "/comm.dat", comm);
   const std::string d = dir + "/";
@@ -302,19 +318,21 @@ void write_wan_html(const std::string& path, const std::vector<WanRun>& runs, do
       " fixed font 'sans,11' background rgb 'white'\nset grid ytics\nset key top right\n"
       "set style data histogram\nset style histogram cluster gap 1\nset style fill solid 0.8\n"
       "set boxwidth 0.9\nset xtics rotate by -30 noenhanced font 'sans,9'\n";
-  script += "set output '" + d +
+  if (!busy.empty())
+    script += "set output '" + d +
             "busy.svg'\nset title 'Busy fraction (1 - waiting / step): trainer -> workers'\n"
             "set ylabel 'busy fraction'\nset yrange [0:1.1]\n"
             "plot '" +
             d +
             "busy.dat' using 3:xtic(2) lc rgb '#08519c' title 'trainer', '' using 4 lc rgb "
             "'#31a354' title 'workers'\n";
-  script += "set output '" + d +
+  if (!comm.empty())
+    script += "set output '" + d +
             "comm.svg'\nset title 'Communication time per outer round: trainer <-> trainer'\n"
             "set ylabel 'ms per round'\nset yrange [0:*]\nset logscale y\nset yrange [*:*]\n"
             "plot '" +
             d + "comm.dat' using 3:xtic(2) lc rgb '#756bb1' title 'comm per round'\n";
-  gnuplot(dir, script);
+  if (!plots.empty()) gnuplot(dir, script);
   const std::string style =
       "body{font-family:sans-serif;max-width:1340px;margin:2em auto;color:#222}"
       "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}"
@@ -331,8 +349,7 @@ void write_wan_html(const std::string& path, const std::vector<WanRun>& runs, do
          "rate-limited, delayed links. "
       << html_escape(scaling_formula(model_dense_bytes)) << ".</p>\n";
   html << "<h2>Plots</h2>\n<div class=\"plots\">\n";
-  for (const char* name : {"busy", "comm"})
-    html << "<div class=\"plot\">" << svg_of(d + name + ".svg") << "</div>\n";
+  for (const auto& name : plots) html << "<div class=\"plot\">" << svg_of(d + name + ".svg") << "</div>\n";
   html << "</div>\n<h2>Runs</h2>\n<table>\n<tr><th>path</th><th>mode</th><th>link</th><th>complete</th>"
           "<th>steps</th><th>step ms</th><th>trainer wait ms</th><th>worker wait ms</th><th>transfer ms</th>"
           "<th>bytes per step</th><th>busy trainer</th><th>busy workers</th><th>comm ms per round</th>"

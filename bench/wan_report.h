@@ -53,6 +53,8 @@ struct WanRun {
   std::optional<double> comm_ms_per_round, bytes_per_round;
   bool bit_identical = false;  ///< every worker's root hash matched the trainer's at every step
   double wall_s = 0;           ///< from the link's shaping to the end
+  int64_t max_lag = 0;         ///< sync: the runs' rl.max_lag
+  std::string values;          ///< pulseloco: multi.values (fp32 | ulp); "" for the other modes
   std::string note;            ///< why a number is missing or a bound
 };
 

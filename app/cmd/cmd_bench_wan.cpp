@@ -47,8 +47,9 @@ int run_wan(WanCliOptions& c) {
   fs::create_directories(out);
   const auto j = bench::wan::wan_json(runs, model_bytes);
   sync::write_file_atomic(out + "/wan.json", j.dump(2) + "\n");
+  // The numbers first: a report that cannot be drawn loses nothing.
+  std::cout << (c.json ? j.dump() + "\n" : bench::wan::wan_table(runs, model_bytes)) << std::flush;
   bench::wan::write_wan_html(out + "/report.html", runs, model_bytes);
-  std::cout << (c.json ? j.dump() + "\n" : bench::wan::wan_table(runs, model_bytes));
   std::cerr << "pulse bench wan: " << out << "/wan.json and " << out << "/report.html" << std::endl;
   return 0;
 }
@@ -81,6 +82,14 @@ void register_wan_bench(CLI::App& bench) {
   cmd->add_option("--sync-steps", o.sync_steps, "GRPO steps per sync run")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  cmd->add_option("--sync-lag", o.sync_max_lag,
+                  "rl.max_lag of the sync runs (1: workers prefetch the next patch while they generate; 0: "
+                  "on-policy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4));
+  cmd->add_option("--loco-values", o.loco_values, "multi.values of the pulseloco runs: fp32 | ulp")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "ulp"}));
   cmd->add_option("--loco-rounds", o.loco_rounds, "outer rounds per loco run")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));

@@ -237,6 +237,31 @@ TEST_CASE("bench wan: loco numbers per outer round from rank 0's rows", "[wan]")
   CHECK(j.at("formula").get<std::string>().find("7B") != std::string::npos);
 }
 
+TEST_CASE("bench wan: the report of one path draws that path's plot only", "[wan]") {
+  pulse::test_run::ScopedTempDir dir("wan-report");
+  wan::WanRun sync_run;
+  sync_run.path = "sync";
+  sync_run.mode = "pulsesync";
+  sync_run.busy_trainer = 0.5;
+  sync_run.busy_workers = 0.9;
+  wan::WanRun loco_run;
+  loco_run.path = "loco";
+  loco_run.mode = "pulseloco";
+  loco_run.comm_ms_per_round = 250;
+  const auto svgs = [](const std::string& html) {
+    size_t n = 0;
+    for (auto at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++n;
+    return n;
+  };
+  // A sync-only bench once failed here: the empty comm plot on a log scale made gnuplot refuse the script.
+  wan::write_wan_html(dir.path + "/sync.html", {sync_run}, 6e6);
+  CHECK(svgs(pulse::sync::read_file(dir.path + "/sync.html")) == 1);
+  wan::write_wan_html(dir.path + "/loco.html", {loco_run}, 6e6);
+  CHECK(svgs(pulse::sync::read_file(dir.path + "/loco.html")) == 1);
+  wan::write_wan_html(dir.path + "/both.html", {sync_run, loco_run}, 6e6);
+  CHECK(svgs(pulse::sync::read_file(dir.path + "/both.html")) == 2);
+}
+
 TEST_CASE("bench wan: sync.dense needs an anchor at every version", "[wan]") {
   CHECK_THROWS_WITH(pulse::app::parse_config("", "t.toml", {"sync.dense=true"}),
                     Catch::Contains("sync.dense") && Catch::Contains("anchor_every = 1"));
@@ -341,6 +366,11 @@ TEST_CASE("bench wan --quick: both paths over a delayed link, bit-identical, not
         5 * by_mode.at("pulsesync").at("bytes_per_step").get<double>());
   CHECK(by_mode.at("diloco").at("bytes_per_round").get<double>() >
         by_mode.at("pulseloco").at("bytes_per_round").get<double>());
+  // The defaults: asynchronous sync runs (workers prefetch), pulseloco with ULP value coding.
+  CHECK(by_mode.at("pulsesync").at("max_lag") == 1);
+  CHECK(by_mode.at("dense").at("max_lag") == 1);
+  CHECK(by_mode.at("pulseloco").at("values") == "ulp");
+  CHECK(by_mode.at("diloco").at("values").is_null());
   CHECK(std::filesystem::exists(dir.path + "/out/report.html"));
   CHECK_FALSE(any_with_prefix(prefix));
 }
