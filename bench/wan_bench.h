@@ -43,19 +43,19 @@ struct WanOptions {
   // The target links (about 9 minutes on 2 loaded cores); more with --sync-links / --loco-links.
   std::vector<std::string> sync_links = {"0.2s@50"};
   std::vector<std::string> loco_links = {"2.6s@50"};
-  int64_t workers = 2;                 ///< sync path: worker hosts
-  int64_t sync_steps = 4;              ///< GRPO steps per sync run
+  int64_t workers = 2;     ///< sync path: worker hosts
+  int64_t sync_steps = 4;  ///< GRPO steps per sync run
   /// rl.max_lag of the sync runs (both modes). 1: the workers sample step s+1 at version s while the
   /// trainer takes step s, and fetch the next patch meanwhile (PULSE's asynchronous setting: a transfer
   /// shorter than a generation is hidden); 0: on-policy, every transfer waits between steps.
   int64_t sync_max_lag = 1;
-  int64_t loco_rounds = 1;             ///< outer rounds per loco run
-  int64_t inner_steps = 3;             ///< H of the loco runs
-  std::string loco_values = "ulp";     ///< multi.values of the pulseloco runs: fp32 | ulp
-  int64_t sft_steps = 40;              ///< SFT warm-start steps (same in every run: same weights at step 0)
-  double lr = 3e-6;                    ///< GRPO lr, both paths (an RL-scale rate)
-  double cap_s = 150;                  ///< per run, from shaping to a forced stop (diloco's scaled round: ~100 s)
-  double setup_cap_s = 300;            ///< per run, from start to the first GRPO step
+  int64_t loco_rounds = 1;          ///< outer rounds per loco run
+  int64_t inner_steps = 3;          ///< H of the loco runs
+  std::string loco_values = "ulp";  ///< multi.values of the pulseloco runs: fp32 | ulp
+  int64_t sft_steps = 40;           ///< SFT warm-start steps (same in every run: same weights at step 0)
+  double lr = 3e-6;                 ///< GRPO lr, both paths (an RL-scale rate)
+  double cap_s = 150;        ///< per run, from shaping to a forced stop (diloco's scaled round: ~100 s)
+  double setup_cap_s = 300;  ///< per run, from start to the first GRPO step
   std::vector<std::string> overrides;  ///< more --set for every run
 };
 

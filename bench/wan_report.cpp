@@ -320,18 +320,18 @@ void write_wan_html(const std::string& path, const std::vector<WanRun>& runs, do
       "set boxwidth 0.9\nset xtics rotate by -30 noenhanced font 'sans,9'\n";
   if (!busy.empty())
     script += "set output '" + d +
-            "busy.svg'\nset title 'Busy fraction (1 - waiting / step): trainer -> workers'\n"
-            "set ylabel 'busy fraction'\nset yrange [0:1.1]\n"
-            "plot '" +
-            d +
-            "busy.dat' using 3:xtic(2) lc rgb '#08519c' title 'trainer', '' using 4 lc rgb "
-            "'#31a354' title 'workers'\n";
+              "busy.svg'\nset title 'Busy fraction (1 - waiting / step): trainer -> workers'\n"
+              "set ylabel 'busy fraction'\nset yrange [0:1.1]\n"
+              "plot '" +
+              d +
+              "busy.dat' using 3:xtic(2) lc rgb '#08519c' title 'trainer', '' using 4 lc rgb "
+              "'#31a354' title 'workers'\n";
   if (!comm.empty())
     script += "set output '" + d +
-            "comm.svg'\nset title 'Communication time per outer round: trainer <-> trainer'\n"
-            "set ylabel 'ms per round'\nset yrange [0:*]\nset logscale y\nset yrange [*:*]\n"
-            "plot '" +
-            d + "comm.dat' using 3:xtic(2) lc rgb '#756bb1' title 'comm per round'\n";
+              "comm.svg'\nset title 'Communication time per outer round: trainer <-> trainer'\n"
+              "set ylabel 'ms per round'\nset yrange [0:*]\nset logscale y\nset yrange [*:*]\n"
+              "plot '" +
+              d + "comm.dat' using 3:xtic(2) lc rgb '#756bb1' title 'comm per round'\n";
   if (!plots.empty()) gnuplot(dir, script);
   const std::string style =
       "body{font-family:sans-serif;max-width:1340px;margin:2em auto;color:#222}"

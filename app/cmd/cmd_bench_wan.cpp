@@ -10,6 +10,7 @@
 #include "app/cmd/commands.h"
 #include "bench/wan_bench.h"
 #include "sync/io/atomic_file.h"
+#include "sync/loco_values.h"
 
 namespace fs = std::filesystem;
 
@@ -86,10 +87,11 @@ void register_wan_bench(CLI::App& bench) {
                   "rl.max_lag of the sync runs (1: workers prefetch the next patch while they generate; 0: "
                   "on-policy)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 4));
+      ->check(CLI::NonNegativeNumber);  // the upper bound is rl.max_lag's rule, checked by the trainer
   cmd->add_option("--loco-values", o.loco_values, "multi.values of the pulseloco runs: fp32 | ulp")
       ->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "ulp"}));
+      ->check(CLI::IsMember(
+          std::vector<std::string>(sync::kLocoValuesNames.begin(), sync::kLocoValuesNames.end())));
   cmd->add_option("--loco-rounds", o.loco_rounds, "outer rounds per loco run")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));

@@ -13,10 +13,10 @@
 #include <random>
 
 #include "app/device.h"
-#include "app/worker/device_weights.h"
 #include "app/job.h"
-#include "app/wire/messages.h"
 #include "app/run/run_files.h"
+#include "app/wire/messages.h"
+#include "app/worker/device_weights.h"
 #include "model/transformer.h"
 #include "sync/gpu_encode.h"
 #include "sync/hash.h"

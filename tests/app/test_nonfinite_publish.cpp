@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "app/config.h"
-#include "app/wire/control.h"
 #include "app/trainer/publisher.h"
 #include "app/trainer/step_record.h"
+#include "app/wire/control.h"
 #include "sync/http_common.h"
 #include "sync/httplib_config.h"
 #include "tests/app/run_test_util.h"
