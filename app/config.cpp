@@ -175,6 +175,9 @@ void rl_fields(FieldTable& t, Config& c) {
         "sampling temperature (GRPO recomputes log-probs under the same distribution)");
   t.add("rl", "top_p", &sp.top_p, "nucleus sampling mass");
   t.add("rl", "top_k", &sp.top_k, "top-k sampling (0 = off)");
+  t.add("rl", "decode", enum_ref(&sp.decode, model::kDecodeModeNames),
+        "rollout and Pass@1 decode path: auto (cuda_graph on a GPU, eager on the CPU) | eager | static "
+        "(fixed-shape KV cache, device sampling) | cuda_graph (static, each step replayed as a CUDA graph)");
   t.add("rl", "eps_low", &g.eps_low, "PPO ratio clip below 1");
   t.add("rl", "eps_high", &g.eps_high, "ratio clip above 1 (DAPO clip-higher)");
   t.add("rl", "scale_by_std", &g.scale_by_std, "divide advantages by the group std (false = Dr. GRPO)");
@@ -570,6 +573,9 @@ void validate_across(const Config& config) {
   if (config.optimizer.schedule == rl::LrSchedule::Cosine && config.rl.steps > 0 &&
       config.optimizer.warmup_steps >= config.rl.steps)
     fail("optimizer.warmup_steps", "must be < rl.steps for the cosine schedule");
+  if (config.rl.grpo.sampling.decode == model::DecodeMode::CudaGraph && config.run.device == "cpu")
+    fail("rl.decode", "= cuda_graph needs run.device = cuda (or auto on a GPU machine); the CPU decodes "
+                      "eager or static");
   const auto& m = config.multi;
   if (!rl::has_outer_rounds(m.mode)) return;
   if (config.run.checkpoint_every % m.inner_steps != 0)
@@ -625,6 +631,8 @@ void finalize(Config& c) {
   c.sft.loop.seed = derive_seed(seed, kSeedSft);
   c.eval.pass_at_1.seed = derive_seed(seed, kSeedEval);
   c.sync.patch.model_id = c.run.name;
+  // rl.decode is how generation runs, for the rollouts and Pass@1 alike.
+  c.eval.pass_at_1.sampling.decode = c.rl.grpo.sampling.decode;
   // The few-shot MBPP format ends each program with [DONE]: sampling stops there.
   if (c.data.mbpp_shots > 0)
     for (model::SamplingParams* sp : {&c.rl.grpo.sampling, &c.eval.pass_at_1.sampling})

@@ -60,6 +60,10 @@ if(TARGET torch_cuda OR TARGET c10_cuda OR TORCH_CUDA_LIBRARIES)
 else()
   set(PULSE_TORCH_CUDA OFF)
 endif()
+# model/cuda_graph_step.cpp captures decode steps with at::cuda::CUDAGraph when LibTorch has CUDA.
+if(PULSE_TORCH_CUDA AND TARGET pulse_model)
+  target_compile_definitions(pulse_model PRIVATE PULSE_TORCH_CUDA=1)
+endif()
 
 if(PULSE_HAVE_CUDA)
   file(GLOB PULSE_KERNEL_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.cu)

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "model/decode_mode.h"
+
 namespace pulse::model {
 
 class TransformerImpl;
@@ -25,6 +27,9 @@ struct SamplingParams {
   /// setting: taken from the tokenizer (rl::collect_rollouts, rl::evaluate, the trainer's GRPO config,
   /// `pulse generate`).
   int64_t vocab_limit = 0;
+  /// How the decode steps run (rl.decode; model/decode_mode.h). Not part of the distribution: the
+  /// trainer's log-probs ignore it.
+  DecodeMode decode = DecodeMode::Auto;
 };
 
 struct GenerationRequest {
@@ -40,13 +45,28 @@ struct GenerationResult {
   FinishReason finish = FinishReason::Length;
 };
 
+/// What one generate() call spent, for benchmarks (pulse bench generate). Times in ms of wall clock,
+/// the device synchronised at each boundary.
+struct GenerateStats {
+  DecodeMode mode = DecodeMode::Eager;  ///< the path taken (Auto resolved)
+  double prefill_ms = 0;                ///< prompt forward + first token
+  double decode_ms = 0;                 ///< every later step, graph capture included
+  double capture_ms = 0;                ///< CudaGraph: warm-up + capture of the graphs (part of decode_ms)
+  int64_t graphs = 0;                   ///< CudaGraph: graphs captured
+  int64_t steps = 0;                    ///< decode steps run after the prefill
+  int64_t new_tokens = 0;               ///< tokens returned over all rows
+};
+
 /// Generates for all requests in one batch (left-padded prompts, KV cache). No gradients.
 /// Prompts must be non-empty with ids < vocab_size (std::invalid_argument otherwise). Each request draws
 /// from its own counter-based stream (model/sampling.h), so its tokens do not depend on the batch around
 /// it (up to floating-point differences in the logits). A row ends at a stop id or once its newest tokens
 /// decode to text containing a stop string (the token that completed it is kept) and then leaves the
 /// batch. With temperature 0 the log-probs are those of the unscaled model distribution.
+/// params.decode picks the path (model/decode_mode.h); CudaGraph on a CPU model, or in a build whose
+/// LibTorch has no CUDA, throws std::invalid_argument. `stats`, when given, receives the timings.
 std::vector<GenerationResult> generate(TransformerImpl& model, const std::vector<GenerationRequest>& requests,
-                                       const SamplingParams& params, const Tokenizer* tokenizer = nullptr);
+                                       const SamplingParams& params, const Tokenizer* tokenizer = nullptr,
+                                       GenerateStats* stats = nullptr);
 
 }  // namespace pulse::model

@@ -81,26 +81,19 @@ torch::Tensor sampling_log_probs(const torch::Tensor& logits, const SamplingPara
   return torch::log_softmax(x, -1);
 }
 
-std::pair<torch::Tensor, torch::Tensor> sample_tokens(const torch::Tensor& logits,
-                                                      const SamplingParams& params,
-                                                      const std::vector<uint64_t>& seeds,
-                                                      const std::vector<uint64_t>& steps) {
+std::pair<torch::Tensor, torch::Tensor> sample_tokens_with_uniforms(const torch::Tensor& logits,
+                                                                    const SamplingParams& params,
+                                                                    const torch::Tensor& uniforms) {
   TORCH_CHECK(logits.dim() == 2, "sample_tokens: logits must be [B,V]");
-  const int64_t B = logits.size(0), V = logits.size(1);
-  if (static_cast<int64_t>(seeds.size()) != B || static_cast<int64_t>(steps.size()) != B)
-    throw std::invalid_argument("sample_tokens: one seed and one step per row needed");
-  check_sampling_params(params, "sample_tokens");
-  torch::NoGradGuard no_grad;
+  const int64_t V = logits.size(1);
   auto logp = sampling_log_probs(logits, params);  // [B,V]
   if (params.temperature == 0) {
     auto tok = mask_padded_vocab(logits.to(torch::kFloat32), params.vocab_limit).argmax(-1);
     auto lp = logp.gather(1, tok.unsqueeze(1)).squeeze(1);
-    return {tok.to(torch::kCPU), lp.to(torch::kCPU)};
+    return {tok, lp};
   }
   auto cdf = logp.exp().cumsum(-1);  // [B,V]
-  std::vector<double> u(B);
-  for (int64_t i = 0; i < B; ++i) u[i] = request_uniform(seeds[i], steps[i]);
-  auto ut = torch::tensor(u, torch::kFloat64).to(logp.device(), logp.scalar_type()).unsqueeze(1);
+  auto ut = uniforms.to(logp.scalar_type()).unsqueeze(1);
   ut = ut * cdf.narrow(1, V - 1, 1);  // scale to the row's total mass (1 up to rounding)
   // right=true: first index with cdf > u, which always has non-zero probability.
   auto tok = torch::searchsorted(cdf, ut, /*out_int32=*/false, /*right=*/true).squeeze(1).clamp_max(V - 1);
@@ -108,6 +101,31 @@ std::pair<torch::Tensor, torch::Tensor> sample_tokens(const torch::Tensor& logit
   auto dropped = logp.gather(1, tok.unsqueeze(1)).squeeze(1).isinf();
   tok = torch::where(dropped, logp.argmax(-1), tok);
   auto lp = logp.gather(1, tok.unsqueeze(1)).squeeze(1).to(torch::kFloat32);
+  return {tok, lp};
+}
+
+torch::Tensor request_uniforms(const std::vector<uint64_t>& seeds, const std::vector<uint64_t>& steps) {
+  if (seeds.size() != steps.size())
+    throw std::invalid_argument("request_uniforms: one seed and one step per row needed");
+  auto u = torch::empty({static_cast<int64_t>(seeds.size())}, torch::kFloat64);
+  auto* p = u.data_ptr<double>();
+  for (size_t i = 0; i < seeds.size(); ++i) p[i] = request_uniform(seeds[i], steps[i]);
+  return u;
+}
+
+std::pair<torch::Tensor, torch::Tensor> sample_tokens(const torch::Tensor& logits,
+                                                      const SamplingParams& params,
+                                                      const std::vector<uint64_t>& seeds,
+                                                      const std::vector<uint64_t>& steps) {
+  TORCH_CHECK(logits.dim() == 2, "sample_tokens: logits must be [B,V]");
+  const int64_t B = logits.size(0);
+  if (static_cast<int64_t>(seeds.size()) != B || static_cast<int64_t>(steps.size()) != B)
+    throw std::invalid_argument("sample_tokens: one seed and one step per row needed");
+  check_sampling_params(params, "sample_tokens");
+  torch::NoGradGuard no_grad;
+  const auto u =
+      params.temperature == 0 ? torch::zeros({B}, torch::kFloat64) : request_uniforms(seeds, steps);
+  auto [tok, lp] = sample_tokens_with_uniforms(logits, params, u.to(logits.device()));
   return {tok.to(torch::kCPU), lp.to(torch::kCPU)};
 }
 

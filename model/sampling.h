@@ -51,4 +51,17 @@ std::pair<torch::Tensor, torch::Tensor> sample_tokens(const torch::Tensor& logit
                                                       const std::vector<uint64_t>& seeds,
                                                       const std::vector<uint64_t>& steps);
 
+/// request_uniform(seeds[i], steps[i]) for every row: [B] float64 on the CPU. Throws
+/// std::invalid_argument when the lists differ in length.
+torch::Tensor request_uniforms(const std::vector<uint64_t>& seeds, const std::vector<uint64_t>& steps);
+
+/// sample_tokens() on the logits' device with the uniforms given: logits [B,V] float32, uniforms [B]
+/// (request_uniforms(); any float dtype, on the logits' device; unused when greedy). Returns {tokens [B]
+/// int64, logprobs [B] float32} on the logits' device, without a host synchronisation, so that a CUDA
+/// graph can capture it (model/static_decode.h). The same ops as sample_tokens(), which calls it: the same
+/// tokens and log-probs for the same inputs. Does not check params (the caller does, once).
+std::pair<torch::Tensor, torch::Tensor> sample_tokens_with_uniforms(const torch::Tensor& logits,
+                                                                    const SamplingParams& params,
+                                                                    const torch::Tensor& uniforms);
+
 }  // namespace pulse::model

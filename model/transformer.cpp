@@ -73,7 +73,13 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   const auto c = cos.unsqueeze(1), s = sin.unsqueeze(1);  // [B,1,T,D]
   q = q * c + rotate_half(q) * s;
   k = k * c + rotate_half(k) * s;
-  if (cache != nullptr) {
+  if (cache != nullptr && cache->write_slot.defined()) {
+    // Fixed-shape step (decode_step_fixed): T = 1, the slot index lives on the device.
+    cache->k[layer].index_copy_(2, cache->write_slot, k);
+    cache->v[layer].index_copy_(2, cache->write_slot, v);
+    k = cache->k[layer].narrow(2, 0, cache->span);
+    v = cache->v[layer].narrow(2, 0, cache->span);
+  } else if (cache != nullptr) {
     const int64_t start = cache->length;
     cache->k[layer].narrow(2, start, T).copy_(k);
     cache->v[layer].narrow(2, start, T).copy_(v);
@@ -202,7 +208,9 @@ KVCache TransformerImpl::new_cache(int64_t batch, int64_t max_slots) const {
 }
 
 std::pair<torch::Tensor, torch::Tensor> TransformerImpl::rope(const torch::Tensor& position_ids) const {
-  auto inv = inv_freq_.to(position_ids.device());
+  if (!inv_freq_device_.defined() || inv_freq_device_.device() != position_ids.device())
+    inv_freq_device_ = inv_freq_.to(position_ids.device());
+  const auto& inv = inv_freq_device_;
   auto freqs = position_ids.to(torch::kFloat32).unsqueeze(-1) * inv;  // [B,T,D/2]
   auto emb = torch::cat({freqs, freqs}, -1);                          // [B,T,D]
   return {emb.cos().to(dtype_), emb.sin().to(dtype_)};
@@ -242,6 +250,32 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& input_ids,
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
   return logits_from_hidden(hidden_states(input_ids, attention_mask));
+}
+
+torch::Tensor TransformerImpl::decode_step_fixed(const torch::Tensor& token_ids,
+                                                 const torch::Tensor& position_ids, const torch::Tensor& slot,
+                                                 KVCache& cache, int64_t span) {
+  TORCH_CHECK(
+      token_ids.dim() == 1 && position_ids.sizes() == token_ids.sizes() && token_ids.size(0) == cache.batch(),
+      "Transformer::decode_step_fixed: token_ids and position_ids must be [B] for the cache's B");
+  TORCH_CHECK(span > 0 && span <= cache.capacity(), "Transformer::decode_step_fixed: span ", span,
+              " outside the cache's 1..", cache.capacity());
+  const int64_t B = token_ids.size(0);
+  cache.key_mask.index_fill_(1, slot, true);
+  // The query sits at `slot` and every slot before it is either a real token (marked) or left padding
+  // (unmarked); slots after it are unmarked: the key mask alone is the causal mask.
+  auto mask = cache.key_mask.narrow(1, 0, span).view({B, 1, 1, span});
+  cache.write_slot = slot;
+  cache.span = span;
+  torch::Tensor h;
+  try {
+    h = run(token_ids.view({B, 1}), position_ids.view({B, 1}), mask, &cache);
+  } catch (...) {
+    cache.write_slot = torch::Tensor();
+    throw;
+  }
+  cache.write_slot = torch::Tensor();
+  return logits_from_hidden(h).squeeze(1);
 }
 
 torch::Tensor TransformerImpl::forward_cached(const torch::Tensor& input_ids,

@@ -38,8 +38,12 @@ struct KVCache {
   std::vector<torch::Tensor> k, v;  ///< per layer [B, Hkv, S_max, D], compute dtype
   torch::Tensor key_mask;           ///< [B, S_max] bool
   int64_t length = 0;               ///< slots filled so far
-  int64_t capacity() const;         ///< S_max
-  int64_t batch() const;            ///< B
+  /// Fixed-shape decode (TransformerImpl::decode_step_fixed) while defined: [1] int64 on the cache's
+  /// device, the slot every row writes this step; attention then reads the first `span` slots.
+  torch::Tensor write_slot;
+  int64_t span = 0;
+  int64_t capacity() const;  ///< S_max
+  int64_t batch() const;     ///< B
   /// Keeps only `rows` ([B'] int64, on the cache's device): drops finished requests from the batch.
   void select_rows(const torch::Tensor& rows);
 };
@@ -112,6 +116,16 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor forward_cached(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                const torch::Tensor& position_ids, KVCache& cache, bool last_only = false);
 
+  /// One decode step on fixed shapes, for the static and CUDA-graph paths (model/static_decode.h): every
+  /// row feeds token_ids[b] at position_ids[b] (both [B] int64 on the model's device), writes its k/v at
+  /// slot `slot` ([1] int64 on the device, the same for every row, as the left-padded batch shares slots)
+  /// and attends over the first `span` slots, those marked in cache.key_mask (the slot is marked here).
+  /// Returns logits [B,V] float32. No host synchronisation and no allocation that depends on the values,
+  /// so a CUDA graph can capture it; shapes depend on B and span only. The caller keeps slot < span <=
+  /// capacity (not checked: a check would read the device). Same math as forward_cached() with T = 1.
+  torch::Tensor decode_step_fixed(const torch::Tensor& token_ids, const torch::Tensor& position_ids,
+                                  const torch::Tensor& slot, KVCache& cache, int64_t span);
+
   /// Final hidden states [B,T,C] in compute dtype (after model.norm), for callers that apply the head
   /// themselves (e.g. chunked log-probs over a large vocabulary).
   torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
@@ -135,6 +149,9 @@ class TransformerImpl : public torch::nn::Module {
   ModelConfig cfg_;
   torch::Dtype dtype_;
   torch::Tensor inv_freq_;  ///< [D/2] float32 buffer (not a parameter, not saved)
+  /// inv_freq_ on the device last used (rope() copies it once, not every step: a CUDA graph cannot
+  /// capture a host-to-device copy).
+  mutable torch::Tensor inv_freq_device_;
 };
 TORCH_MODULE(Transformer);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiles every LibTorch unit of build/ against Debian 13's LibTorch 2.6 headers, the CPU set
 # (libtorch-dev) and the CUDA set (contrib's libtorch-cuda-dev, with the defines a CUDA LibTorch's targets
-# give: USE_C10D_NCCL, and PULSE_NCCL=1 so rl/process_group.cpp's NCCL branch is compiled too), on a
+# give: USE_C10D_NCCL, and PULSE_NCCL=1 so rl/process_group.cpp's NCCL branch is compiled too, and
+# PULSE_TORCH_CUDA=1 for model/cuda_graph_step.cpp's CUDA graphs), on a
 # machine with neither: the GPU build cannot rot where no GPU is at hand (issue 30).
 #
 #   scripts/check-libtorch2.sh [--pch] [SOURCE_SUBSTRING ...]
@@ -109,7 +110,7 @@ t2=$(date +%s)
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [ -f "$cuda_home/include/cuda_runtime_api.h" ] && [ -f "$cuda_home/include/nccl.h" ]; then
   echo "check-libtorch2: CUDA set (libtorch-cuda-dev, USE_C10D_NCCL, PULSE_NCCL=1, CUDA headers of $cuda_home)"
-  python3 scripts/check-torch-headers.py $pch -j"$jobs" --cxxflag=-DUSE_C10D_NCCL --cxxflag=-DPULSE_NCCL=1 \
+  python3 scripts/check-torch-headers.py $pch -j"$jobs" --cxxflag=-DUSE_C10D_NCCL --cxxflag=-DPULSE_NCCL=1 --cxxflag=-DPULSE_TORCH_CUDA=1 \
     --cxxflag=-isystem"$cuda_home/include" "$cache/cuda/usr/include" "$@" >"$cache/cuda.log" 2>&1 || status=1
   grep -v '^ok ' "$cache/cuda.log" || true
 else

@@ -1,5 +1,6 @@
 #include "app/wire/messages.h"
 
+#include <algorithm>
 #include <limits>
 #include <type_traits>
 
@@ -162,7 +163,8 @@ void to_json(json& j, const SamplingParams& s) {
            {"top_p", s.top_p},
            {"top_k", s.top_k},
            {"stop_token_ids", s.stop_token_ids},
-           {"stop_strings", s.stop_strings}};
+           {"stop_strings", s.stop_strings},
+           {"decode", name_of(s.decode)}};
 }
 
 void from_json(const json& j, SamplingParams& s) {
@@ -172,6 +174,15 @@ void from_json(const json& j, SamplingParams& s) {
   get_field(j, "top_k", s.top_k);
   get_field(j, "stop_token_ids", s.stop_token_ids);
   get_field(j, "stop_strings", s.stop_strings);
+  // Absent (an older trainer): auto. Unknown names are refused with the accepted ones.
+  if (j.contains("decode")) {
+    const std::string name = j.at("decode").is_string() ? j.at("decode").get<std::string>() : "";
+    const auto it = std::find(kDecodeModeNames.begin(), kDecodeModeNames.end(), name);
+    if (it == kDecodeModeNames.end())
+      throw pulse::app::MessageError("sampling.decode: must be one of auto, eager, static, cuda_graph (got " +
+                                     j.at("decode").dump() + ")");
+    s.decode = static_cast<DecodeMode>(it - kDecodeModeNames.begin());
+  }
 }
 
 }  // namespace pulse::model

@@ -201,6 +201,7 @@ TEST_CASE("config ranges: an unknown mode names the key and the allowed values",
       {"optimizer.schedule", "constant, linear_warmup, cosine"},
       {"data.task", "synthetic_math, synthetic_code, math, mbpp, gsm8k"},
       {"transport.kind", "http, fs"},
+      {"rl.decode", "auto, eager, static, cuda_graph"},
   };
   for (const auto& [key, allowed] : modes) {
     INFO(key);

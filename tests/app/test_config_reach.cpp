@@ -1,6 +1,6 @@
 // Issue 9: every rl.*, optimizer.*, sft.* and sampling key reaches the algorithm that uses it, on the
-// trainer (the structs app/trainer/trainer.cpp hands to rl::grpo_step, rl::MasterAdam, rl::sft_train) and on a
-// worker (the settings it receives through the one serializer, turned into its rl::RolloutConfig).
+// trainer (the structs app/trainer/trainer.cpp hands to rl::grpo_step, rl::MasterAdam, rl::sft_train) and on
+// a worker (the settings it receives through the one serializer, turned into its rl::RolloutConfig).
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -21,7 +21,8 @@ json sampling_json(const pulse::model::SamplingParams& s) {
   return json{{"max_new_tokens", s.max_new_tokens},
               {"temperature", s.temperature},
               {"top_p", s.top_p},
-              {"top_k", s.top_k}};
+              {"top_k", s.top_k},
+              {"decode", pulse::model::name_of(s.decode)}};
 }
 
 json optimizer_json(const pulse::rl::OptimizerConfig& o) {
@@ -44,8 +45,8 @@ json trainer_inputs(const Config& c) {
   return json{
       {"loop", {c.rl.steps, c.rl.prompts_per_step, c.rl.group_size, c.rl.max_lag}},
       {"grpo",
-       {g.eps_low, g.eps_high, g.scale_by_std, g.adv_eps, pulse::rl::name_of(g.loss_agg), g.constant_normalizer, g.kl_coef,
-        g.tis_cap, g.micro_batch, g.mask_truncated}},
+       {g.eps_low, g.eps_high, g.scale_by_std, g.adv_eps, pulse::rl::name_of(g.loss_agg),
+        g.constant_normalizer, g.kl_coef, g.tis_cap, g.micro_batch, g.mask_truncated}},
       {"grpo_sampling", sampling_json(g.sampling)},
       {"optimizer", optimizer_json(c.optimizer)},
       {"sft_loop", {c.sft.loop.steps, c.sft.loop.batch_size, c.sft.loop.max_len, c.sft.loop.micro_batch}},
@@ -85,7 +86,8 @@ std::vector<std::string> candidates(const std::string& def) {
   if (def == "true") return {"false"};
   if (def == "false") return {"true"};
   if (def.front() == '"')
-    return {"\"seq_mean\"", "\"constant\"", "\"adam\"", "\"cosine\"", "\"linear_warmup\"", "\"adamw\""};
+    return {"\"seq_mean\"",      "\"constant\"", "\"adam\"",  "\"cosine\"",
+            "\"linear_warmup\"", "\"adamw\"",    "\"static\""};
   if (def.find_first_of(".e") != std::string::npos) {
     const double d = std::stod(def);
     std::vector<std::string> out;
@@ -103,8 +105,8 @@ TEST_CASE("every rl, optimizer, sft and sampling key reaches the trainer's and t
           "[app][config]") {
   const Config defaults = pulse::app::parse_config("", "defaults.toml");
   const json trainer_default = trainer_inputs(defaults), worker_default = worker_inputs(defaults);
-  const std::set<std::string> sampling_keys{"rl.temperature", "rl.top_p", "rl.top_k", "rl.max_new_tokens",
-                                            "rl.group_size"};
+  const std::set<std::string> sampling_keys{"rl.temperature",    "rl.top_p",      "rl.top_k",
+                                            "rl.max_new_tokens", "rl.group_size", "rl.decode"};
   int checked = 0;
   for (const auto& [key, def] : printed_defaults()) {
     const std::string section = key.substr(0, key.find('.'));
@@ -126,8 +128,8 @@ TEST_CASE("every rl, optimizer, sft and sampling key reaches the trainer's and t
     if (sampling_keys.count(key)) CHECK(worker_inputs(c) != worker_default);
     ++checked;
   }
-  // rl: 18 keys, optimizer: 10, sft: 8 today; a key added to these sections is checked too.
-  CHECK(checked >= 36);
+  // rl: 19 keys, optimizer: 10, sft: 8 today; a key added to these sections is checked too.
+  CHECK(checked >= 37);
 }
 
 TEST_CASE("the sampler settings the workers get are the ones GRPO recomputes log-probs under",
@@ -138,4 +140,26 @@ TEST_CASE("the sampler settings the workers get are the ones GRPO recomputes log
   CHECK(c.rl.grpo.sampling.temperature == 0.7);
   CHECK(c.rl.grpo.sampling.top_p == 0.9);
   CHECK(c.rl.grpo.sampling.top_k == 20);
+}
+
+TEST_CASE("rl.decode reaches the workers and Pass@1; cuda_graph is refused on the CPU", "[app][config]") {
+  using pulse::model::DecodeMode;
+  CHECK(pulse::app::parse_config("", "x.toml").rl.grpo.sampling.decode == DecodeMode::Auto);
+  Config c = pulse::app::parse_config("", "x.toml", {"rl.decode=static"});
+  CHECK(c.rl.grpo.sampling.decode == DecodeMode::Static);
+  CHECK(c.eval.pass_at_1.sampling.decode == DecodeMode::Static);
+  CHECK(worker_inputs(c)["sampling"]["decode"] == "static");
+  try {
+    pulse::app::parse_config("", "x.toml", {"rl.decode=cuda_graph", "run.device=cpu"});
+    FAIL("cuda_graph on the CPU was accepted");
+  } catch (const pulse::app::ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("rl.decode") && Catch::Contains("run.device = cuda"));
+  }
+  // A register answer from an older trainer has no decode: auto. A bad one names the field.
+  auto settings = json(pulse::app::worker_settings(c));
+  settings["sampling"].erase("decode");
+  CHECK(settings["sampling"].get<pulse::model::SamplingParams>().decode == DecodeMode::Auto);
+  settings["sampling"]["decode"] = "warp";
+  CHECK_THROWS_WITH(settings["sampling"].get<pulse::model::SamplingParams>(),
+                    Catch::Contains("sampling.decode") && Catch::Contains("cuda_graph"));
 }
