@@ -23,7 +23,8 @@ struct CudaGraphStep::Impl {
   at::cuda::CUDAGraph graph;
 };
 
-CudaGraphStep::CudaGraphStep(const std::function<void()>& step, c10::Device device)
+CudaGraphStep::CudaGraphStep(const std::function<void()>& step, c10::Device device,
+                             const CudaGraphStep* share_pool_with)
     : impl_(std::make_unique<Impl>()) {
   if (!device.is_cuda())
     throw std::invalid_argument("CudaGraphStep: device " + device.str() + " is not a CUDA device");
@@ -37,7 +38,10 @@ CudaGraphStep::CudaGraphStep(const std::function<void()>& step, c10::Device devi
     c10::cuda::CUDAStreamGuard stream_guard(side);
     step();
     side.synchronize();
-    impl_->graph.capture_begin();
+    if (share_pool_with != nullptr)
+      impl_->graph.capture_begin(share_pool_with->impl_->graph.pool());
+    else
+      impl_->graph.capture_begin();
     step();
     impl_->graph.capture_end();
   }
@@ -56,7 +60,7 @@ bool cuda_graphs_available() {
 
 struct CudaGraphStep::Impl {};
 
-CudaGraphStep::CudaGraphStep(const std::function<void()>&, c10::Device device) {
+CudaGraphStep::CudaGraphStep(const std::function<void()>&, c10::Device device, const CudaGraphStep*) {
   throw std::invalid_argument("CudaGraphStep: this pulse was built against a LibTorch without CUDA (" +
                               device.str() +
                               " requested); build against a CUDA LibTorch, e.g. pip torch's "

@@ -27,7 +27,10 @@ class CudaGraphStep {
   /// is synchronised first and the side stream after, so the host sees the first call's results.
   /// Throws std::invalid_argument when the device is not CUDA or the build has no CUDA graphs
   /// (cuda_graphs_available()), c10::Error when the capture fails (e.g. the callable synchronised).
-  CudaGraphStep(const std::function<void()>& step, c10::Device device);
+  /// share_pool_with: a graph whose memory pool this one reuses (its temporaries then overlap that
+  /// graph's), safe only when that graph is never replayed again once this one is; nullptr = own pool.
+  CudaGraphStep(const std::function<void()>& step, c10::Device device,
+                const CudaGraphStep* share_pool_with = nullptr);
   ~CudaGraphStep();
   CudaGraphStep(const CudaGraphStep&) = delete;
   CudaGraphStep& operator=(const CudaGraphStep&) = delete;

@@ -123,7 +123,10 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
     } else {
       // The capture's warm-up call is this step's real execution.
       const auto tc = clock::now();
-      graphs.emplace(span, std::make_unique<CudaGraphStep>([&run_step, span] { run_step(span); }, dev));
+      // Spans only grow, so an earlier graph is never replayed again: the new one reuses its pool.
+      const CudaGraphStep* earlier = graphs.empty() ? nullptr : graphs.rbegin()->second.get();
+      graphs.emplace(span,
+                     std::make_unique<CudaGraphStep>([&run_step, span] { run_step(span); }, dev, earlier));
       stats.capture_ms += ms_between(tc, clock::now());
       ++stats.graphs;
     }

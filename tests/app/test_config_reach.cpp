@@ -142,7 +142,7 @@ TEST_CASE("the sampler settings the workers get are the ones GRPO recomputes log
   CHECK(c.rl.grpo.sampling.top_k == 20);
 }
 
-TEST_CASE("rl.decode reaches the workers and Pass@1; cuda_graph is refused on the CPU", "[app][config]") {
+TEST_CASE("rl.decode reaches the workers and Pass@1, cuda_graph is refused on the CPU", "[app][config]") {
   using pulse::model::DecodeMode;
   CHECK(pulse::app::parse_config("", "x.toml").rl.grpo.sampling.decode == DecodeMode::Auto);
   Config c = pulse::app::parse_config("", "x.toml", {"rl.decode=static"});

@@ -191,7 +191,7 @@ TEST_CASE("stories260k FP32 static decoding reproduces llama2.c's greedy continu
                    1e-4) == 8);
 }
 
-TEST_CASE("decode modes: auto is eager on the CPU; cuda_graph needs CUDA", "[model][static_decode]") {
+TEST_CASE("decode modes: auto is eager on the CPU, cuda_graph needs CUDA", "[model][static_decode]") {
   const c10::Device cpu(c10::DeviceType::CPU);
   CHECK(resolve_decode_mode(DecodeMode::Auto, cpu) == DecodeMode::Eager);
   CHECK(resolve_decode_mode(DecodeMode::Static, cpu) == DecodeMode::Static);
