@@ -78,7 +78,8 @@ void load_hf_weights(TransformerImpl& model, const std::string& path) {
     }
     auto want = p.value().sizes().vec();
     if (tv->shape != want) {
-      bad_shape.push_back(p.key() + " " + sync::shape_string(tv->shape) + " (expected " + sync::shape_string(want) + ")");
+      bad_shape.push_back(p.key() + " " + sync::shape_string(tv->shape) + " (expected " +
+                          sync::shape_string(want) + ")");
       continue;
     }
     // Copy out of the mmap first: safetensors data may sit at an unaligned offset.

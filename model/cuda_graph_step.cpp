@@ -2,13 +2,23 @@
 // LibTorch has CUDA (PULSE_TORCH_CUDA, cmake/cuda.cmake); otherwise every entry point says why it cannot.
 #include "model/cuda_graph_step.h"
 
-#include <stdexcept>
 #include <string>
 
 #ifdef PULSE_TORCH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#include <torch/version.h>
+
+#include <map>
+#include <mutex>
+#include <optional>
+
+// LibTorch 2.6 (the headers scripts/check-libtorch2.sh compiles against) and later take the capture mode and
+// end a pool's allocation by pool id; earlier ones capture in global mode.
+#define PULSE_TORCH_2_6 (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6))
 #endif
 
 namespace pulse::model {
@@ -19,31 +29,71 @@ bool cuda_graphs_available() {
   return true;
 }
 
+namespace {
+
+/// This thread's capture stream and graph memory pool on one device, made on first use.
+struct ThreadCapture {
+  std::optional<c10::cuda::CUDAStream> stream;
+  decltype(at::cuda::graph_pool_handle()) pool{0, 0};
+};
+
+ThreadCapture& thread_capture(c10::DeviceIndex device) {
+  thread_local std::map<c10::DeviceIndex, ThreadCapture> per_device;
+  ThreadCapture& tc = per_device[device];
+  if (!tc.stream) {
+    tc.stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+    tc.pool = at::cuda::graph_pool_handle();
+  }
+  return tc;
+}
+
+std::mutex& capture_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
+
 struct CudaGraphStep::Impl {
   at::cuda::CUDAGraph graph;
 };
 
-CudaGraphStep::CudaGraphStep(const std::function<void()>& step, c10::Device device,
-                             const CudaGraphStep* share_pool_with)
+CudaGraphStep::CudaGraphStep(const std::function<void()>& step, c10::Device device)
     : impl_(std::make_unique<Impl>()) {
   if (!device.is_cuda())
     throw std::invalid_argument("CudaGraphStep: device " + device.str() + " is not a CUDA device");
   c10::cuda::CUDAGuard device_guard(device.index());
-  // Work queued on the current stream (input copies) must be done before the side stream reads it.
+  // Work queued on the current stream (input copies) must be done before the capture stream reads it.
   c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
-  // Capture needs a stream other than the legacy default one; the warm-up runs there too so that the
-  // cuBLAS handle and workspace the capture records belong to that stream.
-  auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-  {
-    c10::cuda::CUDAStreamGuard stream_guard(side);
+  ThreadCapture& tc = thread_capture(device.index());
+  const c10::cuda::CUDAStream side = *tc.stream;
+  std::lock_guard<std::mutex> lock(capture_mutex());
+  c10::cuda::CUDAStreamGuard stream_guard(side);
+  // The warm-up on the capture stream: the cuBLAS handle and workspace the capture records belong to it.
+  step();
+  side.synchronize();
+#if PULSE_TORCH_2_6
+  impl_->graph.capture_begin(tc.pool, cudaStreamCaptureModeThreadLocal);
+#else
+  impl_->graph.capture_begin(tc.pool);
+#endif
+  try {
     step();
-    side.synchronize();
-    if (share_pool_with != nullptr)
-      impl_->graph.capture_begin(share_pool_with->impl_->graph.pool());
-    else
-      impl_->graph.capture_begin();
-    step();
+  } catch (const std::exception& e) {
+    // End the (possibly invalidated) capture so that the stream and the allocator work again.
+    cudaGraph_t partial = nullptr;
+    (void)cudaStreamEndCapture(side.stream(), &partial);
+    if (partial != nullptr) (void)cudaGraphDestroy(partial);
+    (void)cudaGetLastError();
+#if PULSE_TORCH_2_6
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device.index(), tc.pool);
+#endif
+    throw CudaGraphCaptureError(std::string("CUDA graph capture failed: ") + e.what());
+  }
+  try {
     impl_->graph.capture_end();
+  } catch (const std::exception& e) {
+    throw CudaGraphCaptureError(std::string("CUDA graph capture failed at its end: ") + e.what());
   }
   side.synchronize();
 }
@@ -60,7 +110,7 @@ bool cuda_graphs_available() {
 
 struct CudaGraphStep::Impl {};
 
-CudaGraphStep::CudaGraphStep(const std::function<void()>&, c10::Device device, const CudaGraphStep*) {
+CudaGraphStep::CudaGraphStep(const std::function<void()>&, c10::Device device) {
   throw std::invalid_argument("CudaGraphStep: this pulse was built against a LibTorch without CUDA (" +
                               device.str() +
                               " requested); build against a CUDA LibTorch, e.g. pip torch's "

@@ -180,13 +180,12 @@ std::vector<GenerationResult> generate(TransformerImpl& model, const std::vector
     } else {
       try {
         results = generate_fixed_shape(model, requests, params, tokenizer, /*cuda_graphs=*/true, st);
-      } catch (const c10::Error& e) {
+      } catch (const CudaGraphCaptureError& e) {
         // decode = auto chose the graphs; a capture this LibTorch or driver refuses should cost speed,
         // not the run: say why once and decode static from here on. An explicit cuda_graph fails.
         if (params.decode != DecodeMode::Auto) throw;
         auto_graphs_failed = true;
-        spdlog::warn("generate: CUDA graph capture failed, decoding static from now on: {}",
-                     e.what_without_backtrace());
+        spdlog::warn("generate: CUDA graph capture failed, decoding static from now on: {}", e.what());
         st = GenerateStats{};
         st.mode = DecodeMode::Static;
         results = generate_fixed_shape(model, requests, params, tokenizer, /*cuda_graphs=*/false, st);

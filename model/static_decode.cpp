@@ -8,6 +8,8 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "model/cuda_graph_step.h"
 #include "model/generate_batch.h"
@@ -108,6 +110,10 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
   for (int64_t step = 1; step < params.max_new_tokens && live > 0; ++step) {
     const int64_t slot = batch.max_prompt + step - 1;
     const int64_t span = std::min(capacity, round_up(slot + 1, kStaticSlotBucket));
+    const int64_t window = model.config().sliding_window;
+    if (window > 0 && slot + 1 > window)  // forward_cached's rule on the eager path
+      throw std::out_of_range("Transformer: sequence of " + std::to_string(slot + 1) +
+                              " slots exceeds sliding_window " + std::to_string(window));
     auto* p = host_pos.data_ptr<int64_t>();
     for (int64_t b = 0; b < B; ++b) p[b] = batch.next_pos[b] + step - 1;
     p[B] = slot;
@@ -123,10 +129,7 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
     } else {
       // The capture's warm-up call is this step's real execution.
       const auto tc = clock::now();
-      // Spans only grow, so an earlier graph is never replayed again: the new one reuses its pool.
-      const CudaGraphStep* earlier = graphs.empty() ? nullptr : graphs.rbegin()->second.get();
-      graphs.emplace(span,
-                     std::make_unique<CudaGraphStep>([&run_step, span] { run_step(span); }, dev, earlier));
+      graphs.emplace(span, std::make_unique<CudaGraphStep>([&run_step, span] { run_step(span); }, dev));
       stats.capture_ms += ms_between(tc, clock::now());
       ++stats.graphs;
     }

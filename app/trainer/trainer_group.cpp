@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "app/device.h"
+#include "model/static_decode.h"
 #include "rl/optimizer.h"
 
 using nlohmann::json;
@@ -21,6 +22,13 @@ GroupMembership join_trainer_group(const Config& config) {
   rl::GroupOptions o = rl::GroupOptions::from_env(config.multi.timeout_s);
   m.device = resolve_device(config.run.device, o.local_rank);
   if (m.device.is_cuda()) o.cuda_device = m.device.index();
+  // rl.decode = cuda_graph with run.device = auto on a machine without a GPU: say so now, not after SFT.
+  try {
+    model::resolve_decode_mode(config.rl.grpo.sampling.decode, m.device);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("key 'rl.decode' = \"" + std::string(model::name_of(config.rl.grpo.sampling.decode)) +
+                      "\" cannot be used with run.device = \"" + config.run.device + "\" here: " + e.what());
+  }
   if (config.multi.mode == rl::MultiMode::Single) {
     if (o.world_size > 1)
       throw ConfigError("multi.mode = single but WORLD_SIZE = " + std::to_string(o.world_size) +

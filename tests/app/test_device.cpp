@@ -8,13 +8,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "app/run/checkpoints.h"
 #include "app/config.h"
 #include "app/device.h"
-#include "app/trainer/fleet.h"
 #include "app/job.h"
-#include "app/wire/messages.h"
+#include "app/run/checkpoints.h"
 #include "app/run/run_files.h"
+#include "app/trainer/fleet.h"
+#include "app/wire/messages.h"
 #include "model/checkpoint.h"
 #include "sync/io/atomic_file.h"
 #include "tests/app/run_test_util.h"
@@ -127,6 +127,38 @@ TEST_CASE("workers get run.device from the trainer, a settings message without i
   back.device = "cuda";
   back = j.get<pulse::app::WorkerSettings>();
   CHECK(back.device == "cpu");
+}
+
+TEST_CASE(
+    "rl.decode = static runs the pipeline to the eager run's rollouts, cuda_graph without CUDA stops at "
+    "start",
+    "[app][e2e][device]") {
+  pulse::test_run::ScopedTempDir dir("device-decode");
+  const std::string cfg = pulse::test_run::write_tiny_config(dir);
+  const std::string a = dir.path + "/eager", b = dir.path + "/static";
+  REQUIRE(pulse::app::run_job(short_tiny_run(cfg, a, {"rl.decode=eager"})) == 0);
+  REQUIRE(pulse::app::run_job(short_tiny_run(cfg, b, {"rl.decode=static"})) == 0);
+  auto ra = pulse::app::MetricsLog::read(a + "/metrics.jsonl"),
+       rb = pulse::app::MetricsLog::read(b + "/metrics.jsonl");
+  REQUIRE(ra.size() == 2);
+  REQUIRE(rb.size() == 2);
+  for (size_t i = 0; i < ra.size(); ++i) {
+    CHECK(rb[i]["bit_identical"] == true);
+    // FP32: the same tokens on both paths, so the same rewards, loss and patches.
+    for (const char* key : kDeterministic) {
+      INFO("step " << i << " key " << key);
+      CHECK(ra[i][key] == rb[i][key]);
+    }
+  }
+  if (torch::cuda::is_available()) return;  // auto resolves to cuda there: nothing to refuse
+  const std::string c = dir.path + "/graph";
+  try {
+    pulse::app::run_job(short_tiny_run(cfg, c, {"rl.decode=cuda_graph", "run.device=auto"}));
+    FAIL("rl.decode = cuda_graph ran without a CUDA device");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("rl.decode") && Catch::Contains("CUDA device"));
+  }
+  CHECK_FALSE(std::filesystem::exists(c + "/metrics.jsonl"));
 }
 
 TEST_CASE("a run with run.device = cpu set explicitly is byte-identical to the default",

@@ -13,6 +13,8 @@
 #include "tests/model/model_fixtures.h"
 #include "tests/model/stories260k_fixture.h"
 
+#include <thread>
+
 using namespace pulse::model;
 using pulse::test::tiny_config;
 
@@ -249,4 +251,47 @@ TEST_CASE("GPU: CUDA-graph decoding replays the static path's tokens and reprodu
   sp.max_new_tokens = static_cast<int64_t>(fx.greedy_continuation.size());
   CHECK(run(*model, {{fx.greedy_prompt, 0}}, sp, DecodeMode::CudaGraph).at(0).token_ids ==
         fx.greedy_continuation);
+}
+
+TEST_CASE(
+    "GPU: captured sampling at a real vocabulary (top-k, top-p, padded rows) while another thread works",
+    "[model][static_decode][gpu]") {
+  if (!torch::cuda::is_available()) return;  // the GPU check runs these ("[gpu]")
+  const torch::Device gpu(torch::kCUDA, 0);
+  auto cfg = tiny_config("qwen2");
+  cfg.vocab_size = 8192;  // past the small-sort paths: the captured sort and top-k are the big-vocab kernels
+  torch::manual_seed(11);
+  Transformer m(cfg, torch::kBFloat16);
+  m->to(gpu);
+  SamplingParams sp;
+  sp.temperature = 0.8;
+  sp.top_k = 20;
+  sp.top_p = 0.9;
+  sp.vocab_limit = 8000;
+  sp.max_new_tokens = 40;
+  std::vector<GenerationRequest> reqs;
+  for (uint64_t r = 0; r < 16; ++r) reqs.push_back({{1, static_cast<int32_t>(100 + r), 7, 9}, 1000 + r});
+  const auto fixed = run(*m, reqs, sp, DecodeMode::Static);
+  // Another thread keeps the device busy with eager generation (allocations included) during captures.
+  torch::manual_seed(12);
+  Transformer other(cfg, torch::kBFloat16);
+  other->to(gpu);
+  std::vector<GenerationResult> busy;
+  std::thread t([&] {
+    SamplingParams e = sp;
+    for (int i = 0; i < 3; ++i) busy = run(*other, reqs, e, DecodeMode::Eager);
+  });
+  GenerateStats sg;
+  const auto graph = run(*m, reqs, sp, DecodeMode::CudaGraph, &sg);
+  t.join();
+  CHECK(busy.size() == reqs.size());
+  CHECK(sg.graphs == 1);
+  CHECK(equal_rows(graph, fixed, 0.0) == 16);
+  for (const auto& r : graph)
+    for (int32_t id : r.token_ids) CHECK(id < 8000);
+  sp.max_new_tokens = 1;  // the prefill's token only: no step, no graph
+  GenerateStats s1;
+  const auto one = run(*m, reqs, sp, DecodeMode::CudaGraph, &s1);
+  CHECK(s1.graphs == 0);
+  CHECK(one.at(0).token_ids.size() == 1);
 }
