@@ -171,6 +171,7 @@ int run_cli(int argc, char** argv) {
   register_loco_bench(*bench);
   register_wan_bench(*bench);
   register_kernels_bench(*bench);
+  register_generate_bench(*bench);
 
   try {
     app.parse(argc, argv);

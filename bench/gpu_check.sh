@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/gpu_check.sh: the GPU check of issues 13 and 30 in one run (<= 9 minutes) on a machine with an
-# NVIDIA GPU and python3's torch; writes one JSON file with everything it found (a "summary" block first)
-# and one tar holding it with every log and run record.
+# bench/gpu_check.sh: the GPU check of issues 13, 30 and 33 in one run (<= 9 minutes) on a machine with an
+# NVIDIA GPU and python3's torch (and transformers, for gen_hf); writes one JSON file with everything it
+# found (a "summary" block first) and one tar holding it with every log and run record.
 #
 #   bench/gpu_check.sh [RESULT_JSON]     default: $OUT/gpu_check.json when $OUT is set, else
 #                                        runs/gpu_check.json; the tar is RESULT_JSON with .tar.gz
@@ -13,7 +13,9 @@
 # the time budget: every step gets at most what is left of it, a step that does not fit is recorded as
 # skipped (summary.skipped), and the JSON and tar are written inside 9 minutes.
 #
-# Steps (each under a time limit; a failed step is recorded and the rest still run where they can):
+# Steps, in this order after bench: gen_pulse, gen_hf, speed (issue 33, open), then grpo05, grpo05_verify,
+# device_tests, grpo05_lr3e-6, grpo, grpo_verify, grpo_cpu. Each under a time limit; a failed step is
+# recorded and the rest still run where they can:
 #   env       nvidia-smi, nvcc, cmake, ninja, g++, python3's torch (version, CUDA, cmake_prefix_path)
 #   prebuilt  bench/gpu-debs/prebuilt/ (made by bench/gpu_debs.sh on a machine with nvcc): the GPU tests
 #             (GPU vs CPU reference, bit for bit) and kernels_report --json (each CUDA kernel vs a same-run
@@ -38,6 +40,13 @@
 #   grpo05_lr3e-6  the same at optimizer.lr = 3e-6 (3 GRPO steps), when >= 150 s are left after device_tests
 #   speed     kernels_report --gpu-elements 1 G --model qwen2.5-7b (issue 33: hash, diff, apply at real
 #             sizes; the 7B-shaped sync stages; "speed_issue33" in the JSON)
+#   gen_pulse build-gpu/pulse bench generate --json --device cuda: generation tokens/s of a random-init
+#             0.5B-shaped model (configs/qwen2.5-0.5b.json, BF16, temperature 1) at batch 64 and 384
+#             (PULSE_GPU_CHECK_GEN_BATCHES), 64-token prompts, 256 new tokens, per decode path (eager,
+#             static, cuda_graph), when >= 100 s are left
+#   gen_hf    python3 bench/hf_generate_peer.py with the same settings: Hugging Face transformers' generate
+#             (dynamic and static cache) on the same GPU, when >= 100 s are left and python3 has torch and
+#             transformers; summary.generate_issue33 sets the two side by side (issue 33: pulse >= 2x HF)
 #   grpo      a few GRPO steps of the embedded default on the GPU: configs/default.toml shortened (60 SFT
 #             steps, 4 GRPO steps, no Pass@1) with --set run.device=cuda; per-step times, bit_identical
 #             (every worker's root hash == the trainer's), worker versions and how many worker syncs
@@ -47,8 +56,9 @@
 #             apply, verify (host code, exit 0 = the applied weights are the patch's target)
 #             PULSE_GPU_CHECK_GRPO_PULSE (default build-gpu/pulse) and PULSE_GPU_CHECK_GRPO_DEVICE (default
 #             cuda) let a machine without a GPU try this path: =build/pulse and =cpu
-#   device_tests  when >= 170 s are left after grpo05: build test_rl and test_app and run their GPU tests
-#             (test_rl "[gpu]": GRPO, MasterAdam, DiLoCo/PULSELoCo rounds on CUDA; test_app "[gpu]": a tiny
+#   device_tests  when >= 170 s are left after grpo05: build test_model, test_rl and test_app and run their
+#             GPU tests (test_model "[gpu]": CUDA-graph decoding == the static path bit for bit, and
+#             llama2.c's greedy continuation of stories260k; test_rl "[gpu]": GRPO, MasterAdam, DiLoCo/PULSELoCo rounds on CUDA; test_app "[gpu]": a tiny
 #             run on cuda + resume, worker patches applied on the GPU against the host replica, the GPU
 #             encoder against the CPU encode)
 #   grpo_cpu  the same run as grpo with run.device=cpu, for the step-time comparison (when >= 90 s are
@@ -331,6 +341,36 @@ speed_steps() {
     --model qwen2.5-7b --model-scale "${PULSE_GPU_CHECK_MODEL_SCALE:-1}" --no-model-cpu --reps 3
 }
 
+# ---- gen_pulse, gen_hf (issue 33): generation tokens/s, pulse vs Hugging Face transformers on this GPU ------
+# The same model shape (random weights), batches, prompt and output lengths, sampling and seed for both;
+# each prints one JSON object (bench/generate_bench.h, bench/hf_generate_peer.py).
+gen_args=(--model-config configs/qwen2.5-0.5b.json --batch "${PULSE_GPU_CHECK_GEN_BATCHES:-64,384}"
+  --prompt-tokens 64 --new-tokens 256 --temperature 1 --seed 0 --device cuda --dtype bfloat16)
+if ! $gpu || [ ! -x build-gpu/pulse ]; then
+  skip gen_pulse "no GPU or no built pulse: ${gpu_reason:-build-gpu/pulse was not built}"
+elif [ "$(left)" -ge 100 ]; then
+  step gen_pulse 150 build-gpu/pulse bench generate --json "${gen_args[@]}"
+else
+  skip gen_pulse "less than 100 s of the time budget left"
+fi
+if ! $gpu; then
+  skip gen_hf "no GPU: $gpu_reason"
+elif ! hf_missing=$(python3 -c 'import torch, transformers' 2>&1); then
+  skip gen_hf "python3 cannot import torch and transformers: $(echo "$hf_missing" | tail -1)"
+elif [ "$(left)" -ge 100 ]; then
+  step gen_hf 150 python3 bench/hf_generate_peer.py "${gen_args[@]}" --cache-implementation dynamic,static
+else
+  skip gen_hf "less than 100 s of the time budget left"
+fi
+
+# ---- speed, run after gen_*: issue 33's steps (open) come first after the build; issue 30's 0.5B steps
+# ran on an earlier lease (bench/RESULTS.md "GPU") and follow, budget allowing --------------------------
+if [ "$(left)" -ge 200 ]; then  # after gen_*: the sync figures need less budget than the 0.5B model
+  speed_steps
+else
+  skip speed "less than 200 s of the time budget left"
+fi
+
 # ---- grpo05: a few GRPO steps of configs/gpu-0.5b.toml (Qwen2.5-0.5B shape) on the GPU ------------------
 # The config as it is (BF16, FP32 masters, lr 1e-6, two workers on the GPU, the real Qwen2 tokenizer), with
 # the SFT warm start cut to 20 steps and no Pass@1: the step breakdown and the sync's bytes, not learning.
@@ -372,15 +412,16 @@ else
   skip grpo05_verify "no grpo05 run"
 fi
 
-# ---- device_tests: the GPU tests of test_rl and test_app, when the budget allows -----------------------
+# ---- device_tests: the GPU tests of test_model, test_rl and test_app, when the budget allows -----------------------
 # (after grpo05, before the rest: bit-for-bit GPU checks matter more than the other runs). Only "[gpu]":
 # test_app's other "[device]" cases are CPU runs, minutes of them.
 if [ -x build-gpu/pulse ] && $gpu && [ "$(left)" -ge 170 ]; then
-  if step build_device_tests 140 cmake --build build-gpu -j"$(nproc)" --target test_rl test_app \
+  if step build_device_tests 140 cmake --build build-gpu -j"$(nproc)" --target test_model test_rl test_app \
     "${keep_going[@]}"; then
-    step device_tests 90 bash -c 'build-gpu/test_rl "[gpu]"; a=$?; build-gpu/test_app "[gpu]"; b=$?; exit $((a | b))'
+    step device_tests 90 bash -c 'build-gpu/test_model "[gpu]"; m=$?; build-gpu/test_rl "[gpu]"; a=$?
+      build-gpu/test_app "[gpu]"; b=$?; exit $((m | a | b))'
   else
-    skip device_tests "test_rl / test_app did not build in time"
+    skip device_tests "test_model / test_rl / test_app did not build in time"
   fi
 else
   skip device_tests "no built pulse, no GPU, or less than 170 s of the time budget left"
@@ -394,13 +435,6 @@ elif [ "$(left)" -ge 150 ]; then
     --set run.dir="$work/grpo05_lr3e-6_run"
 else
   skip grpo05_lr3e-6 "less than 150 s of the time budget left"
-fi
-
-# ---- speed (issue 33), after the 0.5B steps (issue 30's check comes first), when >= 200 s are left ------
-if [ "$(left)" -ge 200 ]; then
-  speed_steps
-else
-  skip speed "less than 200 s of the time budget left"
 fi
 
 # ---- grpo: a few GRPO steps of the embedded default on the GPU (run.device = cuda), when time is left ------

@@ -7,8 +7,9 @@ WORK holds, per step NAME, NAME.step ("RC SECONDS ran|skipped") and NAME.log; th
 (grpo05_run, grpo05_lr3e-6_run, grpo_run, grpo_cpu_run: metrics.jsonl, summary.json, run_state.json,
 config.toml). Writes RESULT_JSON atomically (temp + fsync + rename) with a "summary" block first: the
 kernels' targets, the 0.5B GRPO steps (per-step breakdown, sync as a fraction of the step, patch bytes vs
-dense BF16, changed fraction, bit-identical), the GPU tests, and every step that failed or was skipped
-with why. Then RESULT_JSON with .tar.gz: the JSON, every step's log and the runs' records (no weights).
+dense BF16, changed fraction, bit-identical), the GPU tests, issue 33's generation comparison
+(generate_issue33: `pulse bench generate` per decode path vs Hugging Face generate, from gen_pulse.log and
+gen_hf.log), and every step that failed or was skipped with why. Then RESULT_JSON with .tar.gz: the JSON, every step's log and the runs' records (no weights).
 Runs on any machine: a CPU run's folder gives the same fields (how gpu_check's summary is dry-run here).
 """
 import json
@@ -19,6 +20,50 @@ import time
 
 RUNS = ("grpo05_run", "grpo05_lr3e-6_run", "grpo_run", "grpo_cpu_run")
 RUN_FILES = ("metrics.jsonl", "summary.json", "run_state.json", "config.toml", "run.log", "trainer.log")
+
+
+def generate_summary(gp, gh, steps, gpu_reason):
+    """summary.generate_issue33 from the JSON of `pulse bench generate` (gp) and bench/hf_generate_peer.py
+    (gh), either may be None: per batch pulse's tokens/s per decode path and its tokens_equal_to_eager, HF's
+    tokens/s per cache implementation, the best of each, ratio = best pulse / best HF and target_2x_met
+    (ratio >= 2); at the top, target_2x_met over every batch (None when a batch lacks either side)."""
+    if not gp and not gh:
+        why = {n: (steps.get(n, {}).get("log_tail") or "not run").strip()[-300:] for n in ("gen_pulse", "gen_hf")}
+        return {"measured": False, "reason": gpu_reason or why}
+    pulse_runs, hf_runs = (gp or {}).get("runs", []), (gh or {}).get("runs", [])
+    out = {"measured": True, "model_config": (gp or gh).get("model_config"), "device": (gp or gh).get("device"),
+           "hf_device_name": (gh or {}).get("device_name"), "dtype": (gp or gh).get("dtype"),
+           "prompt_tokens": (gp or gh).get("prompt_tokens"), "new_tokens": (gp or gh).get("new_tokens"),
+           "temperature": (gp or gh).get("temperature"),
+           "transformers_version": (gh or {}).get("transformers_version"),
+           "pulse_ran": gp is not None, "hf_ran": gh is not None,
+           # a peer cut short by its time limit: the runs it finished (its last "partial" report)
+           "hf_partial": bool((gh or {}).get("partial")), "batches": {}}
+    for n, side in (("gen_pulse", gp), ("gen_hf", gh)):
+        if side is None:
+            out[n + "_missing"] = (steps.get(n, {}).get("log_tail") or "not run").strip()[-300:]
+    met = []
+    for b in sorted({r.get("batch") for r in pulse_runs + hf_runs if r.get("batch") is not None}):
+        pulse = {r["decode"]: r.get("tokens_per_s") for r in pulse_runs if r.get("batch") == b and not r.get("error")}
+        hf = {r["cache_implementation"]: r.get("tokens_per_s") for r in hf_runs if r.get("batch") == b and not r.get("error")}
+        row = {"pulse_tokens_per_s": pulse,
+               "pulse_tokens_equal_to_eager": {r["decode"]: r.get("tokens_equal_to_eager") for r in pulse_runs
+                                               if r.get("batch") == b and not r.get("error")},
+               "pulse_errors": {r["decode"]: r["error"] for r in pulse_runs if r.get("batch") == b and r.get("error")},
+               "hf_tokens_per_s": hf,
+               "hf_errors": {r["cache_implementation"]: r["error"] for r in hf_runs if r.get("batch") == b and r.get("error")}}
+        best_p = max(pulse.items(), key=lambda kv: kv[1] or 0) if pulse else None
+        best_h = max(hf.items(), key=lambda kv: kv[1] or 0) if hf else None
+        row["best_pulse"] = {"decode": best_p[0], "tokens_per_s": best_p[1]} if best_p else None
+        row["best_hf"] = {"cache_implementation": best_h[0], "tokens_per_s": best_h[1]} if best_h else None
+        ratio = round(best_p[1] / best_h[1], 3) if best_p and best_h and best_p[1] and best_h[1] else None
+        row["ratio_best_pulse_over_hf"] = ratio
+        row["target_2x_met"] = ratio >= 2 if ratio is not None else None
+        met.append(row["target_2x_met"])
+        out["batches"][str(b)] = row
+    # False as soon as one batch misses it; None while a batch lacks either side.
+    out["target_2x_met"] = False if False in met else (True if met and None not in met else None)
+    return out
 
 
 def main(work, result, gpu, gpu_reason, start):
@@ -224,6 +269,10 @@ def main(work, result, gpu, gpu_reason, start):
         }
     else:
         out["speed_issue33"] = {"measured": False, "reason": gpu_reason or "step speed did not run or printed no JSON"}
+
+    # Issue 33's generation target: pulse >= 2x Hugging Face generate's tokens/s at each batch.
+    out["generate_pulse"], out["generate_hf"] = last_json("gen_pulse.log"), last_json("gen_hf.log")
+    summary["generate_issue33"] = generate_summary(out["generate_pulse"], out["generate_hf"], steps, gpu_reason)
 
     tmp = result + ".tmp"
     with open(tmp, "w") as f:

@@ -16,6 +16,10 @@ void register_model_bench(CLI::App& bench);
 /// `pulse bench loco` (app/cmd/cmd_bench_loco.cpp): ddp vs diloco vs pulseloco with `pulse launch`.
 void register_loco_bench(CLI::App& bench);
 
+/// `pulse bench generate` (app/cmd/cmd_bench_generate.cpp): model::generate() tokens/s per decode path on
+/// a random-init model of an HF config.json (bench/generate_bench.h).
+void register_generate_bench(CLI::App& bench);
+
 /// `pulse bench wan` (app/cmd/cmd_bench_wan.cpp): the modes over emulated slow links (bench/wan_bench.h).
 void register_wan_bench(CLI::App& bench);
 
