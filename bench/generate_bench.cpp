@@ -222,6 +222,7 @@ std::string generate_bench_json(const GenerateBenchResult& r) {
     x["decode_ms"] = run.stats.decode_ms;
     x["capture_ms"] = run.stats.capture_ms;
     x["graphs"] = run.stats.graphs;
+    x["compactions"] = run.stats.compactions;
     x["steps"] = run.stats.steps;
     x["new_tokens"] = run.stats.new_tokens;
     x["tokens_equal_to_eager"] =

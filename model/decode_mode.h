@@ -9,8 +9,9 @@ namespace pulse::model {
 /// (model/sampling.h); they differ in how the per-token steps are launched:
 ///   Eager      one forward_cached() per step; finished rows leave the batch (today's path, the CPU's).
 ///   Static     a preallocated KV cache of fixed shape [B, Hkv, S_max, D]; every step runs all B rows on
-///              fixed shapes (finished rows are computed and ignored), attending over the first
-///              multiple of kStaticSlotBucket slots that holds the step, and samples on the device.
+///              fixed shapes (finished rows are computed and ignored until half have stopped, then the
+///              batch shrinks to its live rows), attending over the first multiple of
+///              kStaticSlotBucket slots that holds the step, and samples on the device.
 ///   CudaGraph  Static with each (slot bucket) step captured once as a CUDA graph
 ///              (at::cuda::CUDAGraph) and replayed: one launch per token instead of hundreds. CUDA only.
 ///   Auto       Eager on the CPU; on a CUDA device CudaGraph when this LibTorch has CUDA graphs, else
@@ -31,5 +32,9 @@ inline const char* name_of(DecodeMode m) {
 /// Static/CudaGraph attention span granularity (slots): a step attends over the smallest multiple of this
 /// that covers its slot, so a 256-token decode uses a few captured graphs, not one per step.
 inline constexpr long kStaticSlotBucket = 128;
+
+/// Static/CudaGraph: a batch of at least this many rows is compacted to its live rows once half or more
+/// have stopped (below it the recapture would cost more than the finished rows do).
+inline constexpr long kStaticCompactMinRows = 16;
 
 }  // namespace pulse::model

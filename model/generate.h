@@ -53,6 +53,7 @@ struct GenerateStats {
   double decode_ms = 0;                 ///< every later step, graph capture included
   double capture_ms = 0;                ///< CudaGraph: warm-up + capture of the graphs (part of decode_ms)
   int64_t graphs = 0;                   ///< CudaGraph: graphs captured
+  int64_t compactions = 0;              ///< Static/CudaGraph: times the batch shrank to its live rows
   int64_t steps = 0;                    ///< decode steps run after the prefill
   int64_t new_tokens = 0;               ///< tokens returned over all rows
 };

@@ -56,8 +56,10 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
                     .squeeze(1);  // [B,V]
 
   const bool greedy = params.temperature == 0;
-  std::vector<uint64_t> seeds(B);
-  for (int64_t b = 0; b < B; ++b) seeds[b] = requests[b].seed;
+  // rows[i]: the request in batch row i. All B at first; compaction drops finished ones.
+  std::vector<int64_t> rows(B);
+  for (int64_t b = 0; b < B; ++b) rows[b] = b;
+  int64_t Bc = B;  // rows in the batch now
   // Host staging for the per-step inputs (pinned on CUDA: the copies then do not stage through pageable
   // memory); reused every step, which is safe because each step ends by reading the tokens back.
   auto host_opts = torch::TensorOptions().pinned_memory(dev.is_cuda());
@@ -66,8 +68,10 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
   auto fill_uniforms = [&](int64_t step) {
     if (greedy) return;
     auto* u = host_u.data_ptr<double>();
-    for (int64_t b = 0; b < B; ++b) u[b] = request_uniform(seeds[b], static_cast<uint64_t>(step));
+    for (int64_t i = 0; i < Bc; ++i)
+      u[i] = request_uniform(requests[rows[i]].seed, static_cast<uint64_t>(step));
   };
+  const auto dev_i64 = torch::TensorOptions().dtype(torch::kInt64).device(dev);
 
   StepBuffers buf;
   buf.uniforms = torch::zeros({B}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
@@ -75,8 +79,8 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
   buf.uniforms.copy_(host_u);
   std::tie(buf.tokens_out, buf.logprobs) = sample_tokens_with_uniforms(logits, params, buf.uniforms);
   buf.tokens_in = buf.tokens_out.clone();
-  buf.positions = torch::zeros({B}, torch::TensorOptions().dtype(torch::kInt64).device(dev));
-  buf.slot = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt64).device(dev));
+  buf.positions = torch::zeros({B}, dev_i64);
+  buf.slot = torch::zeros({1}, dev_i64);
   logits = torch::Tensor();
 
   std::vector<bool> done(B, false);
@@ -86,10 +90,11 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
     const auto lp = lp_dev.to(torch::kCPU);
     const auto* t = tok.data_ptr<int64_t>();
     const auto* l = lp.data_ptr<float>();
-    for (int64_t b = 0; b < B; ++b) {
-      if (done[b]) continue;
-      if (append_token(results[b], static_cast<int32_t>(t[b]), l[b], params, tokenizer)) {
-        done[b] = true;
+    for (int64_t i = 0; i < Bc; ++i) {
+      const int64_t r = rows[i];
+      if (done[r]) continue;
+      if (append_token(results[r], static_cast<int32_t>(t[i]), l[i], params, tokenizer)) {
+        done[r] = true;
         --live;
       }
     }
@@ -106,8 +111,31 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
     buf.tokens_out.copy_(tok);
     buf.logprobs.copy_(lp);
   };
-  std::map<int64_t, std::unique_ptr<CudaGraphStep>> graphs;  // span -> captured step
+  std::map<int64_t, std::unique_ptr<CudaGraphStep>> graphs;  // span -> captured step (for Bc rows)
+  // Once half the rows or more have stopped, keep only the live ones (the eager path drops each at once):
+  // the steps then cost what the live rows need; the graphs of the old batch size go and new ones are
+  // captured, at most log2(B / kStaticCompactMinRows) + 1 times per call.
+  auto compact = [&] {
+    std::vector<int64_t> keep, kept_rows;
+    for (int64_t i = 0; i < Bc; ++i)
+      if (!done[rows[i]]) {
+        keep.push_back(i);
+        kept_rows.push_back(rows[i]);
+      }
+    graphs.clear();  // they point into the buffers replaced below
+    const auto idx = torch::tensor(keep, torch::kInt64).to(dev);
+    cache.select_rows(idx);
+    buf.tokens_out = buf.tokens_out.index_select(0, idx);
+    buf.logprobs = buf.logprobs.index_select(0, idx);
+    Bc = static_cast<int64_t>(keep.size());
+    buf.tokens_in = buf.tokens_out.clone();
+    buf.positions = torch::zeros({Bc}, dev_i64);
+    buf.uniforms = torch::zeros({Bc}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
+    rows = std::move(kept_rows);
+    ++stats.compactions;
+  };
   for (int64_t step = 1; step < params.max_new_tokens && live > 0; ++step) {
+    if (Bc >= kStaticCompactMinRows && live * 2 <= Bc) compact();
     const int64_t slot = batch.max_prompt + step - 1;
     const int64_t span = std::min(capacity, round_up(slot + 1, kStaticSlotBucket));
     const int64_t window = model.config().sliding_window;
@@ -115,12 +143,12 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
       throw std::out_of_range("Transformer: sequence of " + std::to_string(slot + 1) +
                               " slots exceeds sliding_window " + std::to_string(window));
     auto* p = host_pos.data_ptr<int64_t>();
-    for (int64_t b = 0; b < B; ++b) p[b] = batch.next_pos[b] + step - 1;
-    p[B] = slot;
+    for (int64_t i = 0; i < Bc; ++i) p[i] = batch.next_pos[rows[i]] + step - 1;
+    p[Bc] = slot;
     fill_uniforms(step);
-    buf.positions.copy_(host_pos.narrow(0, 0, B), /*non_blocking=*/true);
-    buf.slot.copy_(host_pos.narrow(0, B, 1), /*non_blocking=*/true);
-    if (!greedy) buf.uniforms.copy_(host_u, /*non_blocking=*/true);
+    buf.positions.copy_(host_pos.narrow(0, 0, Bc), /*non_blocking=*/true);
+    buf.slot.copy_(host_pos.narrow(0, Bc, 1), /*non_blocking=*/true);
+    if (!greedy) buf.uniforms.copy_(host_u.narrow(0, 0, Bc), /*non_blocking=*/true);
     buf.tokens_in.copy_(buf.tokens_out);
     if (!cuda_graphs) {
       run_step(span);

@@ -11,14 +11,17 @@ namespace pulse::model {
 
 /// generate() on fixed shapes. The prompts are prefilled as on the eager path (one forward_cached over the
 /// left-padded batch into a cache of capacity Tp + max_new_tokens rounded up to kStaticSlotBucket); then
-/// every step runs TransformerImpl::decode_step_fixed on all B rows (rows that finished are computed and
-/// ignored, as transformers' static cache does) and samples on the device
-/// (sample_tokens_with_uniforms, the eager path's ops). Per step the host copies in the B uniforms and
-/// positions and reads back the B tokens (stop ids and stop strings are checked on the host); the loop
-/// ends when every row has stopped. With cuda_graphs, the step of each attention span (a multiple of
-/// kStaticSlotBucket) is captured on first use (model/cuda_graph_step.h) and replayed after. Requests are
-/// checked by the caller (generate()); fills stats' prefill_ms, decode_ms, capture_ms, graphs, steps.
-/// Errors: std::invalid_argument for bad prompts; c10::Error from LibTorch (a failed capture).
+/// every step runs TransformerImpl::decode_step_fixed on all rows of the batch and samples on the device
+/// (sample_tokens_with_uniforms, the eager path's ops). Rows that stopped are computed and ignored, as
+/// transformers' static cache does, until half or more of a batch of >= kStaticCompactMinRows rows have
+/// stopped: the batch is then compacted to its live rows (KVCache::select_rows) and steps of the new size
+/// run (and are captured) from there. Per step the host copies in the rows' uniforms and positions and
+/// reads back their tokens (stop ids and stop strings are checked on the host); the loop ends when every
+/// row has stopped. With cuda_graphs, the step of each (batch size, attention span) is captured on first
+/// use (model/cuda_graph_step.h) and replayed after. Requests are checked by the caller (generate());
+/// fills stats' prefill_ms, decode_ms, capture_ms, graphs, compactions, steps. Errors:
+/// std::invalid_argument for bad prompts, std::out_of_range past a sliding window, CudaGraphCaptureError
+/// when a capture fails, c10::Error from LibTorch.
 std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
                                                    const std::vector<GenerationRequest>& requests,
                                                    const SamplingParams& params, const Tokenizer* tokenizer,

@@ -47,13 +47,21 @@ c10::Device bench_device(const std::string& setting) {
 
 /// Refuses a model, batch and length that would not fit the host (or the GPU) before anything of that
 /// size is allocated: app/memory_check.h's estimate of an evaluation-only process (weights, KV cache and
-/// logits of the largest batch over prompt + new tokens).
+/// logits of the largest batch over prompt + new tokens, rounded up to whole attention spans for the
+/// fixed-shape paths; a CUDA graph's pool adds one step's temporaries, which the estimate leaves out).
 void check_bench_memory(const bench::GenerateBenchOptions& o) {
   Config sizing;
   sizing.model.dtype = o.dtype == c10::ScalarType::BFloat16 ? "bfloat16" : "float32";
   sizing.run.device = o.device.is_cuda() ? "cuda" : "cpu";
   sizing.eval.pass_at_1.batch_size = *std::max_element(o.batches.begin(), o.batches.end());
-  sizing.eval.pass_at_1.sampling.max_new_tokens = o.prompt_tokens + o.new_tokens;
+  // The fixed-shape paths round their cache up to whole attention spans (model/static_decode.h).
+  int64_t slots = o.prompt_tokens + o.new_tokens;
+  const bool fixed_shape = std::any_of(o.modes.begin(), o.modes.end(), [](model::DecodeMode m) {
+    return m == model::DecodeMode::Static || m == model::DecodeMode::CudaGraph;
+  });
+  if (fixed_shape || o.modes.empty())
+    slots = (slots + model::kStaticSlotBucket - 1) / model::kStaticSlotBucket * model::kStaticSlotBucket;
+  sizing.eval.pass_at_1.sampling.max_new_tokens = slots;
   try {
     check_memory(sizing, o.config, MemoryRole{/*trains=*/false, /*in_process_workers=*/0},
                  "pulse bench generate", "--model-config '" + o.config_name + "'");

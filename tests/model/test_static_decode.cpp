@@ -159,6 +159,30 @@ TEST_CASE("static decoding draws the eager path's tokens (FP32 and BF16, greedy 
   }
 }
 
+TEST_CASE("static decoding compacts the batch to its live rows and still draws eager's tokens",
+          "[model][static_decode]") {
+  torch::manual_seed(13);
+  Transformer m(tiny_config("llama"), torch::kFloat32);
+  SamplingParams sp;
+  sp.temperature = 1.0;
+  sp.max_new_tokens = 60;
+  sp.stop_token_ids = {2, 17, 30, 44, 50, 61, 70, 80, 90};  // rows stop at different steps
+  std::vector<GenerationRequest> reqs;
+  for (uint64_t r = 0; r < 2 * kStaticCompactMinRows; ++r)
+    reqs.push_back({{1, static_cast<int32_t>(3 + r), static_cast<int32_t>(40 + r % 7)}, 500 + r});
+  GenerateStats se, ss;
+  const auto eager = run(*m, reqs, sp, DecodeMode::Eager, &se);
+  const auto fixed = run(*m, reqs, sp, DecodeMode::Static, &ss);
+  INFO("compactions " << ss.compactions << " steps " << ss.steps);
+  CHECK(ss.compactions >= 1);
+  CHECK(equal_rows(eager, fixed, 1e-4) == static_cast<int>(reqs.size()));
+  CHECK(ss.new_tokens == se.new_tokens);
+  CHECK(teacher_forced_gap(*m, reqs, fixed, sp) < 1e-4);
+  int stopped = 0;
+  for (const auto& r : fixed) stopped += r.finish == FinishReason::Stop;
+  CHECK(stopped >= static_cast<int>(reqs.size()) / 2);
+}
+
 TEST_CASE("static decoding across attention-span buckets equals eager decoding", "[model][static_decode]") {
   torch::manual_seed(9);
   auto cfg = tiny_config("qwen2");
