@@ -5,6 +5,7 @@
 #include <string>
 
 #ifdef PULSE_TORCH_CUDA
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -31,7 +32,13 @@ bool cuda_graphs_available() {
 
 namespace {
 
-/// This thread's capture stream and graph memory pool on one device, made on first use.
+std::mutex& capture_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+/// This thread's capture stream and graph memory pool on one device, made on first use (under
+/// capture_mutex()).
 struct ThreadCapture {
   std::optional<c10::cuda::CUDAStream> stream;
   decltype(at::cuda::graph_pool_handle()) pool{0, 0};
@@ -40,16 +47,31 @@ struct ThreadCapture {
 ThreadCapture& thread_capture(c10::DeviceIndex device) {
   thread_local std::map<c10::DeviceIndex, ThreadCapture> per_device;
   ThreadCapture& tc = per_device[device];
-  if (!tc.stream) {
-    tc.stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
-    tc.pool = at::cuda::graph_pool_handle();
+  if (tc.stream) return tc;
+  const auto stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+  const auto pool = at::cuda::graph_pool_handle();
+  // Pin the pool. The allocator refuses a capture into a pool id whose graphs are all gone (it asserts
+  // use_count > 0 when an id is reused), and the graphs of one generate() call are gone when the next
+  // begins; so one tiny graph keeps the pool live for the thread's life. Leaked on purpose: destroying
+  // it at thread or process exit could run after the CUDA runtime has shut down.
+  auto* scratch = new at::Tensor(at::zeros(
+      {1}, at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::CUDA, device))));
+  auto* keeper = new at::cuda::CUDAGraph();
+  {
+    c10::cuda::CUDAStreamGuard stream_guard(stream);
+    stream.synchronize();
+#if PULSE_TORCH_2_6
+    keeper->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+#else
+    keeper->capture_begin(pool);
+#endif
+    scratch->fill_(0);
+    keeper->capture_end();
+    stream.synchronize();
   }
+  tc.stream = stream;
+  tc.pool = pool;
   return tc;
-}
-
-std::mutex& capture_mutex() {
-  static std::mutex m;
-  return m;
 }
 
 }  // namespace
@@ -65,9 +87,9 @@ CudaGraphStep::CudaGraphStep(const std::function<void()>& step, c10::Device devi
   c10::cuda::CUDAGuard device_guard(device.index());
   // Work queued on the current stream (input copies) must be done before the capture stream reads it.
   c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
+  std::lock_guard<std::mutex> lock(capture_mutex());
   ThreadCapture& tc = thread_capture(device.index());
   const c10::cuda::CUDAStream side = *tc.stream;
-  std::lock_guard<std::mutex> lock(capture_mutex());
   c10::cuda::CUDAStreamGuard stream_guard(side);
   // The warm-up on the capture stream: the cuBLAS handle and workspace the capture records belong to it.
   step();

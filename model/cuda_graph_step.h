@@ -26,8 +26,9 @@ struct CudaGraphCaptureError : std::runtime_error {
 /// before each replay()), must not synchronise with the host, must allocate the same way every call, and
 /// must leave nothing it allocated alive (results are copied into preallocated tensors): the graph replays
 /// the very kernels and addresses of the capture, and every graph a thread captures on a device shares
-/// that thread's memory pool for temporaries (memory stays bounded by one step's working set however many
-/// graphs and generate() calls there are), so any replay order is then safe.
+/// that thread's memory pool for temporaries (kept live for the thread's life by a tiny pinned graph, so
+/// memory stays bounded by one step's working set however many graphs and generate() calls there are),
+/// so any replay order is then safe.
 ///
 /// Threads: each thread captures on its own stream in CUDA's thread-local capture mode, so other threads
 /// may keep allocating and computing on the device meanwhile (a worker applying a patch while another
