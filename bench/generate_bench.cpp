@@ -99,11 +99,10 @@ std::vector<model::DecodeMode> default_decode_modes(const c10::Device& device) {
 std::vector<model::DecodeMode> parse_decode_modes(const std::vector<std::string>& names) {
   std::vector<model::DecodeMode> out;
   for (const auto& n : names) {
-    const auto at = std::find_if(model::kDecodeModeNames.begin(), model::kDecodeModeNames.end(),
-                                 [&](const char* k) { return n == k; });
-    if (at == model::kDecodeModeNames.end())
+    const auto named = model::decode_mode_named(n);
+    if (!named)
       throw std::invalid_argument("--decode: '" + n + "' is not one of auto, eager, static, cuda_graph");
-    const auto m = static_cast<model::DecodeMode>(at - model::kDecodeModeNames.begin());
+    const auto m = *named;
     if (std::find(out.begin(), out.end(), m) != out.end())
       throw std::invalid_argument("--decode: '" + n + "' is given twice");
     out.push_back(m);

@@ -2,6 +2,9 @@
 #pragma once
 #include <array>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace pulse::model {
 
@@ -29,9 +32,23 @@ inline const char* name_of(DecodeMode m) {
   return kDecodeModeNames[static_cast<size_t>(m)];
 }
 
+/// The DecodeMode whose TOML name is `name`, or nullopt (the config, the wire and `pulse bench generate`
+/// read names through this one lookup).
+inline std::optional<DecodeMode> decode_mode_named(std::string_view name) {
+  for (size_t i = 0; i < kDecodeModeNames.size(); ++i)
+    if (name == kDecodeModeNames[i]) return static_cast<DecodeMode>(i);
+  return std::nullopt;
+}
+
 /// Static/CudaGraph attention span granularity (slots): a step attends over the smallest multiple of this
 /// that covers its slot, so a 256-token decode uses a few captured graphs, not one per step.
 inline constexpr long kStaticSlotBucket = 128;
+
+/// Slots of the static KV cache for prompt + new tokens: rounded up to whole attention spans, so that the
+/// last span never runs past the cache.
+inline int64_t static_cache_slots(int64_t prompt_and_new_tokens) {
+  return (prompt_and_new_tokens + kStaticSlotBucket - 1) / kStaticSlotBucket * kStaticSlotBucket;
+}
 
 /// Static/CudaGraph: a batch of at least this many rows is compacted to its live rows once half or more
 /// have stopped (below it the recapture would cost more than the finished rows do).

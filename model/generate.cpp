@@ -42,10 +42,6 @@ bool hits_stop_string(const std::vector<int32_t>& ids, const SamplingParams& par
 /// Set once a CUDA graph capture failed under decode = auto: later calls decode static without retrying.
 std::atomic<bool> auto_graphs_failed{false};
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::vector<GenerationResult> generate_eager(TransformerImpl& model,
                                              const std::vector<GenerationRequest>& requests,
                                              const SamplingParams& params, const Tokenizer* tokenizer,

@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -27,5 +28,10 @@ PromptBatch left_pad_prompts(const std::vector<GenerationRequest>& requests, int
 /// tokens decode to text holding a stop string; res.finish is then Stop).
 bool append_token(GenerationResult& res, int32_t t, float lp, const SamplingParams& params,
                   const Tokenizer* tokenizer);
+
+/// Milliseconds of wall clock since `t0` (GenerateStats' timings).
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace pulse::model

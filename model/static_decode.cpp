@@ -19,14 +19,6 @@
 namespace pulse::model {
 namespace {
 
-int64_t round_up(int64_t n, int64_t m) {
-  return (n + m - 1) / m * m;
-}
-
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 /// The device buffers one step reads and writes; fixed for the whole call, so that a captured graph's
 /// addresses stay valid.
 struct StepBuffers {
@@ -50,7 +42,7 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
   const auto dev = model.device();
   std::vector<GenerationResult> results(B);
   PromptBatch batch = left_pad_prompts(requests, model.config().vocab_size);
-  const int64_t capacity = round_up(batch.max_prompt + params.max_new_tokens, kStaticSlotBucket);
+  const int64_t capacity = static_cache_slots(batch.max_prompt + params.max_new_tokens);
   KVCache cache = model.new_cache(B, capacity);
   auto logits = model.forward_cached(batch.ids, batch.mask, batch.positions, cache, /*last_only=*/true)
                     .squeeze(1);  // [B,V]
@@ -101,7 +93,7 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
   };
   take(buf.tokens_out, buf.logprobs);
   const auto t_decode = clock::now();
-  stats.prefill_ms = ms_between(t0, t_decode);
+  stats.prefill_ms = ms_since(t0);
 
   // One step: the forward on fixed shapes, then sampling into the output buffers. Every tensor it
   // touches outside its temporaries is in `buf` or `cache`.
@@ -137,7 +129,7 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
   for (int64_t step = 1; step < params.max_new_tokens && live > 0; ++step) {
     if (Bc >= kStaticCompactMinRows && live * 2 <= Bc) compact();
     const int64_t slot = batch.max_prompt + step - 1;
-    const int64_t span = std::min(capacity, round_up(slot + 1, kStaticSlotBucket));
+    const int64_t span = std::min(capacity, static_cache_slots(slot + 1));
     const int64_t window = model.config().sliding_window;
     if (window > 0 && slot + 1 > window)  // forward_cached's rule on the eager path
       throw std::out_of_range("Transformer: sequence of " + std::to_string(slot + 1) +
@@ -158,14 +150,14 @@ std::vector<GenerationResult> generate_fixed_shape(TransformerImpl& model,
       // The capture's warm-up call is this step's real execution.
       const auto tc = clock::now();
       graphs.emplace(span, std::make_unique<CudaGraphStep>([&run_step, span] { run_step(span); }, dev));
-      stats.capture_ms += ms_between(tc, clock::now());
+      stats.capture_ms += ms_since(tc);
       ++stats.graphs;
     }
     take(buf.tokens_out, buf.logprobs);
     ++stats.steps;
   }
   graphs.clear();  // before the buffers and the cache they point into
-  stats.decode_ms = ms_between(t_decode, clock::now());
+  stats.decode_ms = ms_since(t_decode);
   return results;
 }
 

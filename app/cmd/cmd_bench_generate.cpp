@@ -59,8 +59,7 @@ void check_bench_memory(const bench::GenerateBenchOptions& o) {
   const bool fixed_shape = std::any_of(o.modes.begin(), o.modes.end(), [](model::DecodeMode m) {
     return m == model::DecodeMode::Static || m == model::DecodeMode::CudaGraph;
   });
-  if (fixed_shape || o.modes.empty())
-    slots = (slots + model::kStaticSlotBucket - 1) / model::kStaticSlotBucket * model::kStaticSlotBucket;
+  if (fixed_shape || o.modes.empty()) slots = model::static_cache_slots(slots);
   sizing.eval.pass_at_1.sampling.max_new_tokens = slots;
   try {
     check_memory(sizing, o.config, MemoryRole{/*trains=*/false, /*in_process_workers=*/0},

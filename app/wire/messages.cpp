@@ -176,12 +176,12 @@ void from_json(const json& j, SamplingParams& s) {
   get_field(j, "stop_strings", s.stop_strings);
   // Absent (an older trainer): auto. Unknown names are refused with the accepted ones.
   if (j.contains("decode")) {
-    const std::string name = j.at("decode").is_string() ? j.at("decode").get<std::string>() : "";
-    const auto it = std::find(kDecodeModeNames.begin(), kDecodeModeNames.end(), name);
-    if (it == kDecodeModeNames.end())
+    const auto mode =
+        j.at("decode").is_string() ? decode_mode_named(j.at("decode").get<std::string>()) : std::nullopt;
+    if (!mode)
       throw pulse::app::MessageError("sampling.decode: must be one of auto, eager, static, cuda_graph (got " +
                                      j.at("decode").dump() + ")");
-    s.decode = static_cast<DecodeMode>(it - kDecodeModeNames.begin());
+    s.decode = *mode;
   }
 }
 
